@@ -1,0 +1,71 @@
+"""What every stage entry point shares: logging, validating params before Prefect starts, readable errors."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tasks.errors import PipelineError
+from tasks.params import load_params
+
+log = logging.getLogger("embp")
+
+
+class _PipelineErrorsWithoutTraceback(logging.Filter):
+    """Prefect logs a traceback for every failed run; for our own readable errors the paragraph is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, PipelineError):
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def configure_logging() -> None:
+    level = os.environ.get("EMBP_LOG_LEVEL", "INFO").upper()
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(level)
+    for name in ("prefect.flow_runs", "prefect.task_runs", "prefect.engine"):
+        logging.getLogger(name).addFilter(_PipelineErrorsWithoutTraceback())
+
+
+def run_stage(stage: str, flow: Callable[..., Any], params_file: str | None = None) -> int:
+    """Validate params, run the flow, and turn failures into one paragraph and an exit code."""
+    configure_logging()
+    try:
+        load_params(params_file)  # fail on bad params before Prefect starts or anything is written
+        flow(params_file=params_file)
+    except PipelineError as exc:
+        print(f"\nerror in stage {stage}: {exc.paragraph()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nstage {stage} interrupted; finished files are kept, rerun to resume.", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for a readable message
+        if os.environ.get("EMBP_DEBUG"):
+            raise
+        print(
+            f"\nerror in stage {stage}: unexpected {type(exc).__name__}: {exc}. This is a bug or an environment "
+            "problem; rerun with EMBP_DEBUG=1 to see the traceback.",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main(stage: str, flow: Callable[..., Any], argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog=f"python -m flows.{stage.replace('-', '_')}",
+                                     description=(flow.__doc__ or stage).strip().splitlines()[0])
+    parser.add_argument("--params", default=None, metavar="FILE",
+                        help="params file to use instead of params.yaml at the repository root")
+    args = parser.parse_args(argv)
+    sys.exit(run_stage(stage, flow, args.params))

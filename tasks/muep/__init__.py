@@ -1,0 +1,1 @@
+"""MuEP dataset construction: metadata collection, task generation, task filtering (paper section 3.1)."""

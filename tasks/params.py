@@ -1,0 +1,263 @@
+"""The typed schema of ``params.yaml``: the single source of every knob.
+
+Every stage calls :func:`load_params` before it touches any file. An unknown key, a wrong type or an impossible
+value raises :class:`~tasks.errors.ConfigError` naming the key's dotted path (``muep.generate.tasks_per_request``)
+and the reason, so nothing is written from a bad configuration.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tasks import paths
+from tasks.errors import ConfigError
+
+# --------------------------------------------------------------------------------------------------------------------
+# Floorplans: AI2-THOR numbers its 120 single-room scenes in four blocks of 30, one block per room type.
+
+ROOM_BLOCKS: dict[str, range] = {
+    "kitchen": range(1, 31),
+    "living_room": range(201, 231),
+    "bedroom": range(301, 331),
+    "bathroom": range(401, 431),
+}
+ALL_FLOORPLANS: tuple[int, ...] = tuple(n for block in ROOM_BLOCKS.values() for n in block)
+
+#: Held-out ("unseen") floorplans, three per room type, 12 in all, so that 108 scenes remain seen -- the number of
+#: scenes MuEP reports. The first of each triple is one of ALFRED's four validation-unseen scenes (10, 219, 308, 424);
+#: ALFRED's eight test-unseen scene numbers are not published with ALFWorld, so the other two per room type are fixed
+#: here once and for all (numbers spread over each block, away from ALFRED's valid-unseen scene). Changing this list
+#: changes every downstream split; it is a params key so that the change is explicit and tracked by DVC.
+DEFAULT_UNSEEN: tuple[int, ...] = (10, 19, 26, 219, 212, 227, 308, 314, 322, 424, 416, 429)
+
+
+def room_type_of(floorplan: int) -> str:
+    for room, block in ROOM_BLOCKS.items():
+        if floorplan in block:
+            return room
+    raise ValueError(f"FloorPlan{floorplan} is not one of AI2-THOR's 120 single-room floorplans")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# LLM
+
+
+class OfflineParams(_Strict):
+    noise: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
+    """Share of proposals the offline proposer gets wrong on purpose (unknown item, wrong receptacle, a task the
+    room cannot host, a sloppy line), the way a real model does, so the filter and parser see realistic input."""
+
+
+class LLMParams(_Strict):
+    backend: str = "offline"
+    model: str = "offline-proposer-v1"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.7
+    top_p: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    max_tokens: Annotated[int, Field(ge=16, le=32768)] = 1500
+    seed: int = 0
+    timeout_s: Annotated[float, Field(gt=0.0)] = 120.0
+    max_retries: Annotated[int, Field(ge=0, le=20)] = 6
+    backoff_s: Annotated[float, Field(ge=0.0)] = 1.0
+    max_backoff_s: Annotated[float, Field(ge=0.0)] = 60.0
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    offline: OfflineParams = OfflineParams()
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        from tasks.llm import LLM_BACKENDS
+
+        if value not in LLM_BACKENDS:
+            raise ValueError(f"unknown backend {value!r}; registered: {', '.join(LLM_BACKENDS.names())}")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _backoff_order(self) -> LLMParams:
+        if self.max_backoff_s < self.backoff_s:
+            raise ValueError("max_backoff_s must be >= backoff_s")
+        return self
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# MuEP
+
+
+class SceneParams(_Strict):
+    floorplans: Literal["all"] | list[int] = "all"
+    unseen: list[int] = list(DEFAULT_UNSEEN)
+
+    @field_validator("floorplans", "unseen")
+    @classmethod
+    def _known_floorplans(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            for number in value:
+                if number not in ALL_FLOORPLANS:
+                    raise ValueError(
+                        f"FloorPlan{number} does not exist: AI2-THOR has 1-30 (kitchens), 201-230 (living rooms), "
+                        "301-330 (bedrooms), 401-430 (bathrooms)"
+                    )
+            if len(set(value)) != len(value):
+                raise ValueError("lists a floorplan twice")
+        return value
+
+    def selected(self) -> list[int]:
+        return list(ALL_FLOORPLANS) if self.floorplans == "all" else sorted(self.floorplans)
+
+
+class MetadataParams(_Strict):
+    seed: int = 0
+    min_instances_per_type: Annotated[int, Field(ge=1, le=10)] = 1
+    max_instances_per_type: Annotated[int, Field(ge=1, le=10)] = 3
+
+    @model_validator(mode="after")
+    def _order(self) -> MetadataParams:
+        if self.max_instances_per_type < self.min_instances_per_type:
+            raise ValueError("max_instances_per_type must be >= min_instances_per_type")
+        return self
+
+
+class GenerateParams(_Strict):
+    tasks_per_request: Annotated[int, Field(ge=1, le=200)] = 12
+    requests_per_scene: Annotated[int, Field(ge=1, le=1000)] = 1
+    n_examples: Annotated[int, Field(ge=0, le=60)] = 30
+
+
+class FilterParams(_Strict):
+    drop_duplicates: bool = True
+
+
+class MuEPParams(_Strict):
+    scenes: SceneParams = SceneParams()
+    metadata: MetadataParams = MetadataParams()
+    generate: GenerateParams = GenerateParams()
+    filter: FilterParams = FilterParams()
+
+
+class Params(_Strict):
+    llm: LLMParams = LLMParams()
+    muep: MuEPParams = MuEPParams()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that refuses duplicate keys (PyYAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "<root>"
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{path}: file not found.")
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 (safe loader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise ConfigError(f"{path}: not valid YAML at {where}: {exc.problem}.") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}.") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}.")
+    return data
+
+
+def validate(data: dict[str, Any], source: str = "params.yaml") -> Params:
+    try:
+        return Params.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = _dotted(err["loc"])
+            if err["type"] == "extra_forbidden":
+                reason = "unknown key (typo? see docs/params.md for the known keys)"
+            else:
+                reason = err["msg"].removeprefix("Value error, ")
+                if "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], dict):
+                    reason += f" (got {err['input']!r})"
+            problems.append(f"{key}: {reason}")
+        raise ConfigError(f"{source} is invalid: " + "; ".join(problems) + ".") from None
+
+
+def load_params(path: Path | None = None) -> Params:
+    path = Path(path) if path is not None else paths.PARAMS_FILE
+    return validate(read_yaml(path), source=str(path))
+
+
+def deep_merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(flatten(value, dotted))
+        else:
+            out[dotted] = value
+    return out
+
+
+def profile_overrides(name: str, params_file: Path | None = None) -> dict[str, Any]:
+    """The dotted ``key: value`` overrides of ``profiles/<name>.yaml``, validated against ``params.yaml``."""
+    profile_file = paths.PROFILES_DIR / f"{name}.yaml"
+    if not profile_file.exists():
+        known = sorted(p.stem for p in paths.PROFILES_DIR.glob("*.yaml"))
+        raise ConfigError(f"no profile {name!r} in {paths.rel(paths.PROFILES_DIR)}; known: {', '.join(known)}.")
+    overlay = read_yaml(profile_file)
+    base = read_yaml(Path(params_file) if params_file else paths.PARAMS_FILE)
+    validate(deep_merge(base, overlay), source=f"params.yaml + {paths.rel(profile_file)}")
+    return flatten(overlay)

@@ -1,0 +1,119 @@
+"""Progress and stage logs for long stages: done / total, rate and time left, and what was read and written.
+
+On a terminal the bar is drawn by ``rich``; elsewhere (CI, ``dvc repro`` piping, log files) a line is logged at most
+every few seconds, so the output stays readable either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+from tasks.paths import rel
+
+log = logging.getLogger("embp")
+
+
+def _fmt_s(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+class Progress:
+    """A thread-safe counter that reports ``done/total``, items per second and the estimated time left."""
+
+    def __init__(self, total: int, description: str, unit: str = "items", every_s: float = 5.0):
+        self.total = max(0, total)
+        self.description = description
+        self.unit = unit
+        self.every_s = every_s
+        self.done = 0
+        self._start = time.perf_counter()
+        self._last = 0.0
+        self._lock = threading.Lock()
+        self._bar = None
+        if sys.stderr.isatty() and self.total:
+            from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+            from rich.text import Text
+
+            class _Rate(ProgressColumn):
+                def render(self, task) -> Text:  # type: ignore[override]
+                    return Text(f"{task.speed or 0.0:.1f} {unit}/s")
+
+            self._bar = RichProgress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _Rate(), TimeRemainingColumn(),
+            )
+            self._task = self._bar.add_task(description, total=self.total)
+            self._bar.start()
+
+    def advance(self, n: int = 1) -> None:
+        with self._lock:
+            self.done += n
+            if self._bar is not None:
+                self._bar.update(self._task, advance=n)
+                return
+            now = time.perf_counter() - self._start
+            if now - self._last >= self.every_s or self.done >= self.total:
+                self._last = now
+                log.info("%s", self.line())
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self._start
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta = _fmt_s(left) if rate > 0 else "?"
+        return f"{self.description}: {self.done}/{self.total} {self.unit}, {rate:.1f} {self.unit}/s, {eta} left"
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StageLog:
+    """Logs what a stage read and wrote and how long it took::
+
+        with StageLog("muep-metadata") as slog:
+            slog.read(path)
+            slog.wrote(path, rows=120)
+    """
+
+    def __init__(self, stage: str):
+        self.stage = stage
+        self.reads: list[str] = []
+        self.writes: list[str] = []
+
+    def __enter__(self) -> StageLog:
+        self._start = time.perf_counter()
+        log.info("[%s] started", self.stage)
+        return self
+
+    def read(self, path: Path | str, what: str = "") -> None:
+        self.reads.append(str(path))
+        log.info("[%s] read %s%s", self.stage, rel(Path(path)), f" ({what})" if what else "")
+
+    def wrote(self, path: Path, rows: int | None = None) -> None:
+        self.writes.append(rel(path))
+        log.info("[%s] wrote %s%s", self.stage, rel(path), f" ({rows} rows)" if rows is not None else "")
+
+    def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        took = _fmt_s(time.perf_counter() - self._start)
+        if exc_type is None:
+            log.info("[%s] done in %s: read %d inputs, wrote %d outputs", self.stage, took, len(self.reads),
+                     len(self.writes))
+        else:
+            log.info("[%s] failed after %s", self.stage, took)
