@@ -98,7 +98,7 @@ class ResponseCache:
             return None
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
-            if record.get("key") != key or not isinstance(record.get("text"), str):
+            if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("text"), str):
                 raise ValueError("record does not match its key")
             return record
         except (ValueError, OSError) as exc:

@@ -44,7 +44,7 @@ class OpenAIBackend:
                     "or use llm.backend: offline.",
                 )
             key = "no-key-needed"  # vLLM / llama.cpp accept any key unless started with one
-        self.client = openai.OpenAI(api_key=key, base_url=params.base_url, timeout=params.timeout_s, max_retries=0)
+        self.client = openai.OpenAI(api_key=key, base_url=params.base_url, timeout=params.timeout_s)
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         retry_after = None
@@ -54,9 +54,10 @@ class OpenAIBackend:
                 retry_after = float(response.headers.get("retry-after", ""))
             except (TypeError, ValueError):
                 retry_after = None
-        base = retry_after if retry_after is not None else self.params.backoff_s * (2**attempt)
+        if retry_after is not None and retry_after >= 0:
+            return min(self.params.max_backoff_s, retry_after)  # the server said when: wait exactly that
         jitter = 1.0 + 0.25 * self._rng.random()
-        return min(self.params.max_backoff_s, base * jitter)
+        return min(self.params.max_backoff_s, self.params.backoff_s * (2**attempt) * jitter)
 
     def complete(self, request: ChatRequest) -> Completion:
         attempts = self.params.max_retries + 1

@@ -1,0 +1,84 @@
+"""``embp``: the project's command line. Every stage is also ``python -m flows.<name>``; this is the same code.
+
+    embp params check                 # validate params.yaml, print the resolved values
+    embp params profile paper         # print the `-S key=value` overrides of profiles/paper.yaml for `dvc exp run`
+    embp muep metadata|generate|filter [--params FILE]
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tasks.errors import PipelineError
+
+app = typer.Typer(help="Embodied-planning and robot-code-generation pipelines (MuEP, RoboScript).",
+                  no_args_is_help=True, add_completion=False)
+params_app = typer.Typer(help="Inspect and validate params.yaml and its profiles.", no_args_is_help=True)
+muep_app = typer.Typer(help="MuEP dataset stages (each runs one Prefect flow).", no_args_is_help=True)
+app.add_typer(params_app, name="params")
+app.add_typer(muep_app, name="muep")
+
+ParamsOption = Annotated[Optional[Path], typer.Option("--params", help="Params file (default: params.yaml).")]
+
+
+def _fail(exc: PipelineError) -> None:
+    typer.echo(f"error: {exc.paragraph()}", err=True)
+    raise typer.Exit(2)
+
+
+@params_app.command("check")
+def params_check(path: Annotated[Optional[Path], typer.Argument(help="Params file (default: params.yaml).")] = None,
+                 ) -> None:
+    """Validate a params file against the schema and print the resolved values (defaults filled in)."""
+    from tasks.params import load_params
+
+    try:
+        params = load_params(path)
+    except PipelineError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(params.model_dump(), indent=2))
+
+
+@params_app.command("profile")
+def params_profile(name: Annotated[str, typer.Argument(help="Profile name: a file profiles/<name>.yaml.")]) -> None:
+    """Print the `-S key=value` overrides of a profile, for `dvc exp run $(embp params profile NAME)`."""
+    from tasks.params import profile_overrides
+
+    try:
+        overrides = profile_overrides(name)
+    except PipelineError as exc:
+        _fail(exc)
+    typer.echo(" ".join(f"-S {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in overrides.items()))
+
+
+def _stage(stage: str, module: str, params: Optional[Path]) -> None:
+    import importlib
+
+    from flows._runtime import run_stage
+
+    flow_module = importlib.import_module(f"flows.{module}")
+    code = run_stage(stage, getattr(flow_module, module), str(params) if params else None)
+    raise typer.Exit(code)
+
+
+@muep_app.command("metadata")
+def muep_metadata(params: ParamsOption = None) -> None:
+    """Stage 1: scene metadata of the AI2-THOR floorplans and a seeded initial state (object dictionary)."""
+    _stage("muep-metadata", "muep_metadata", params)
+
+
+@muep_app.command("generate")
+def muep_generate(params: ParamsOption = None) -> None:
+    """Stage 2: in-context task generation with the configured LLM backend."""
+    _stage("muep-generate", "muep_generate", params)
+
+
+@muep_app.command("filter")
+def muep_filter(params: ParamsOption = None) -> None:
+    """Stage 3: four-fold task filtering plus duplicates, with reason codes."""
+    _stage("muep-filter", "muep_filter", params)
