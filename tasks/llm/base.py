@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -103,7 +104,10 @@ class ResponseCache:
             return record
         except (ValueError, OSError) as exc:
             aside = path.with_suffix(".json.corrupt")
-            os.replace(path, aside)
+            try:
+                os.replace(path, aside)
+            except FileNotFoundError:  # another thread moved it aside first
+                pass
             log.warning("LLM cache file %s is unreadable (%s); moved to %s and asking again", path, exc, aside.name)
             return None
 
@@ -120,13 +124,15 @@ class LLMClient:
         self.concurrency = max(1, concurrency)
         self.calls = 0
         self.cache_hits = 0
+        self._count_lock = threading.Lock()
 
     def complete(self, request: ChatRequest) -> Completion:
         key = request.cache_key(self.backend.name, self.backend.model)
         if self.cache is not None:
             record = self.cache.get(key)
             if record is not None:
-                self.cache_hits += 1
+                with self._count_lock:
+                    self.cache_hits += 1
                 return Completion(
                     text=record["text"],
                     finish_reason=record.get("finish_reason", "stop"),
@@ -138,12 +144,14 @@ class LLMClient:
                     usage=record.get("usage", {}),
                 )
         start = time.perf_counter()
-        self.calls += 1
+        with self._count_lock:
+            self.calls += 1
         completion = self.backend.complete(request)
         completion.key = key
         completion.prompt_hash = request.prompt_hash()
         completion.latency_s = time.perf_counter() - start
-        if self.cache is not None:
+        # An empty answer is not cached: it is most often a transient server fault, and a rerun should ask again.
+        if self.cache is not None and completion.text.strip():
             record = asdict(completion) | {"request": {"messages": request.message_dicts(), **request.sampling()}}
             record.pop("cached")
             self.cache.put(key, record)

@@ -44,7 +44,7 @@ class OpenAIBackend:
                     "or use llm.backend: offline.",
                 )
             key = "no-key-needed"  # vLLM / llama.cpp accept any key unless started with one
-        self.client = openai.OpenAI(api_key=key, base_url=params.base_url, timeout=params.timeout_s)
+        self.client = openai.OpenAI(api_key=key, base_url=params.base_url, timeout=params.timeout_s, max_retries=0)
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         retry_after = None
