@@ -18,6 +18,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# ALFWorld without its dependencies: we read its package data (layouts, attribute tables, PDDL domain) only;
 	# its textworld[pddl] dependency compiles fast-downward and pulls spaCy. See pyproject.toml.
 	$(BIN)/python -m pip install -q --no-deps alfworld==0.4.2
+	# TextWorld (the PDDL engine that replays demonstrations) without its declared dependencies: the rest of them
+	# are pinned in pyproject.toml; jericho (Z-machine games, imported by textworld at start-up) is built without
+	# spaCy, which only its template action generator uses and the PDDL environment never touches.
+	$(BIN)/python -m pip install -q --no-deps textworld==1.7.0 jericho==3.3.1
 	touch $@
 
 run: setup

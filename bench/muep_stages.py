@@ -140,13 +140,19 @@ WORK = {"muep-metadata": _work_metadata, "muep-generate": _work_generate, "muep-
 def _prefect_flow(stage: str) -> dict:
     import importlib
 
+    t0 = time.perf_counter()
     module = importlib.import_module(f"flows.{stage.replace('-', '_')}")
+    import_s = time.perf_counter() - t0
     report = getattr(module, stage.replace("-", "_"))()
     items = {"muep-metadata": "scenes", "muep-generate": "tasks_parsed", "muep-filter": "accepted"}[stage]
-    out = {"items": int(report[items]), "detail": ""}
-    if stage == "muep-generate":
+    out = {"items": int(report[items]), "import_s": import_s}
+    if stage == "muep-metadata":
+        out["detail"] = f"{report['object_instances']} instances"
+    elif stage == "muep-generate":
         out.update(requests=report["requests"], llm_calls=report["llm_calls"], cache_hits=report["cache_hits"])
         out["detail"] = f"{report['requests']} req, {report['llm_calls']} calls, {report['cache_hits']} hits"
+    else:
+        out["detail"] = f"{report['proposed']} proposed, {report['rejected_by_reason']['duplicate']} dup"
     return out
 
 
@@ -166,6 +172,8 @@ def child_main(stage: str, mode: str) -> None:
     from tasks import paths
 
     assert str(paths.ROOT) == os.environ["EMBP_ROOT"], "EMBP_ROOT was not honoured"
+    code = Path(tasks.__file__).resolve().parent.parent
+    assert code == REPO, f"the project is imported from {code}, not from {REPO} where this script lives"
     start_rss = _rss_now_mib()
     t0 = time.perf_counter()
     result = WORK[stage]() if mode == "work" else _prefect_flow(stage)
@@ -203,6 +211,17 @@ class Row:
     def items(self) -> int:
         return self.runs[-1]["items"]
 
+    @property
+    def notes(self) -> str:
+        last = self.runs[-1]
+        if "requests" in last:  # generate: was the cache used as it should be?
+            text = f"{last['llm_calls']} calls, {last['cache_hits']}/{last['requests']} cache hits"
+            warm = self.stage.endswith("warm")
+            if (warm and last["llm_calls"]) or (not warm and last["cache_hits"]):
+                text += " (!)"
+            return text
+        return last.get("detail", "")
+
 
 def make_root(scale: str, base: Path) -> Path:
     sys.path.insert(0, str(REPO))
@@ -232,7 +251,9 @@ def run_child(stage: str, mode: str, root: Path, env: dict[str, str], timeout: f
 
 
 def clear_cache(root: Path) -> None:
-    shutil.rmtree(root / "data" / "cache" / "llm", ignore_errors=True)
+    from tasks import paths  # the cache's place relative to the root, as the stages compute it
+
+    shutil.rmtree(root / paths.LLM_CACHE.relative_to(paths.ROOT), ignore_errors=True)
 
 
 def bench_scale(scale: str, base: Path, env: dict[str, str], args: argparse.Namespace) -> list[Row]:
@@ -243,7 +264,9 @@ def bench_scale(scale: str, base: Path, env: dict[str, str], args: argparse.Name
 
     def note(label: str, mode: str, res: dict) -> None:
         print(f"  {scale:7s} {label:20s} {mode:7s} {res['wall_s']:8.2f} s  {res['peak_rss_mib']:7.1f} MiB  "
-              f"{res['items']} {res.get('detail', '')}", file=sys.stderr, flush=True)
+              f"{res['items']} {res.get('detail', '')}"
+              + (f" (import of the flow module: {res['import_s']:.1f} s)" if "import_s" in res else ""),
+              file=sys.stderr, flush=True)
 
     for rep in range(args.repeat):
         print(f"[{scale}] repetition {rep + 1}/{args.repeat}", file=sys.stderr, flush=True)
@@ -272,6 +295,12 @@ def bench_scale(scale: str, base: Path, env: dict[str, str], args: argparse.Name
         note("muep-filter", "work", res)
 
     if args.prefect:
+        if WARMUP.get("wall_s") is None:
+            # A new PREFECT_HOME makes the first flow run create and migrate Prefect's database (~10 s on 2 cores):
+            # a one-off cost, measured here once and left out of the table.
+            print("[prefect] warm-up run (new PREFECT_HOME: database created and migrated)", file=sys.stderr)
+            WARMUP.update(run_child("muep-metadata", "prefect", root, env, args.timeout))
+            note("warm-up metadata", "prefect", WARMUP)
         pref = {key: Row(scale, *key) for key in [
             ("muep-metadata", "prefect"), ("muep-generate cold", "prefect"), ("muep-generate warm", "prefect"),
             ("muep-filter", "prefect")]}
@@ -293,10 +322,14 @@ def bench_scale(scale: str, base: Path, env: dict[str, str], args: argparse.Name
     return list(rows.values())
 
 
+WARMUP: dict = {}
+
+
 def render(rows: list[Row], repeat: int, with_prefect: bool) -> str:
     headers = ["scale", "stage", "mode", "wall s", "peak RSS MiB", "start RSS MiB", "items", "unit", "rate /s"]
     if with_prefect:
         headers.append("overhead s")
+    headers.append("notes")
     right = {"wall s", "peak RSS MiB", "start RSS MiB", "items", "rate /s", "overhead s"}
     table = []
     for row in rows:
@@ -305,6 +338,7 @@ def render(rows: list[Row], repeat: int, with_prefect: bool) -> str:
                  str(row.items), ITEM_UNITS[stage], f"{row.items / row.wall:,.0f}" if row.wall > 0 else "-"]
         if with_prefect:
             cells.append(f"{row.wall - row.baseline_wall:+.2f}" if row.baseline_wall is not None else "")
+        cells.append(row.notes)
         table.append(cells)
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
 
@@ -323,6 +357,11 @@ def render(rows: list[Row], repeat: int, with_prefect: bool) -> str:
     lines.append(f"wall: {runs}; peak RSS: max ru_maxrss of the stage process; "
                  f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, "
                  f"{time.strftime('%Y-%m-%d')}")
+    if with_prefect:
+        imports = [r["import_s"] for row in rows if row.mode == "prefect" for r in row.runs]
+        lines.append(f"prefect: overhead = prefect wall - work wall (import of Prefect, median "
+                     f"{statistics.median(imports):.1f} s, + temporary server + run bookkeeping); the first run on a "
+                     f"new PREFECT_HOME ({WARMUP['wall_s']:.1f} s, database migrations) is an untimed warm-up")
     return "\n".join(lines)
 
 

@@ -144,11 +144,48 @@ class FilterParams(_Strict):
     drop_duplicates: bool = True
 
 
+class DemosParams(_Strict):
+    episodes: Annotated[int, Field(ge=1)] | None = 48
+    """Accepted tasks to roll out (round-robin over split x task type); null = all of them (paper scale)."""
+    seen_test_fraction: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
+    seed: int = 0
+    grammar: Literal["alfworld-0.4", "muep"] = "alfworld-0.4"
+    search: Literal["gbf", "ehc"] = "gbf"
+    plan_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 20.0
+    max_plan_length: Annotated[int, Field(ge=1, le=200)] = 40
+    renderer: str = "schematic"
+    render_size: Annotated[int, Field(ge=64, le=1024)] = 300
+    batch_size: Annotated[int, Field(ge=1, le=10000)] = 8
+    task_runner: Literal["sequential", "processes", "dask"] = "processes"
+    workers: Annotated[int, Field(ge=1, le=256)] = 2
+    dask_address: str | None = None
+
+    @field_validator("task_runner", mode="before")
+    @classmethod
+    def _no_threads(cls, value: Any) -> Any:
+        if value == "threads":
+            raise ValueError(
+                "threads cannot roll out TextWorld games in parallel: a game's state lives in Fast Downward's "
+                "process-global library, one game per process. Use processes, dask or sequential"
+            )
+        return value
+
+    @field_validator("renderer")
+    @classmethod
+    def _known_renderer(cls, value: str) -> str:
+        from tasks.muep.render import RENDERERS
+
+        if value not in RENDERERS:
+            raise ValueError(f"unknown renderer {value!r}; registered: {', '.join(RENDERERS.names())}")
+        return value
+
+
 class MuEPParams(_Strict):
     scenes: SceneParams = SceneParams()
     metadata: MetadataParams = MetadataParams()
     generate: GenerateParams = GenerateParams()
     filter: FilterParams = FilterParams()
+    demos: DemosParams = DemosParams()
 
 
 class Params(_Strict):

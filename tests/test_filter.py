@@ -72,6 +72,7 @@ def verdict(t: TaskRecord) -> str:
         (task("pick_and_place_simple", "Apple", "CoffeeMachine"), "inadequate_attributes"),
         (task("pick_heat_then_place_in_recep", "Fork", "CounterTop"), "inadequate_attributes"),
         (task("pick_and_place_simple", "Mug", "CoffeeMachine"), "accepted"),
+        (task("pick_and_place_simple", "Apple", "Mug"), "inadequate_attributes"),  # movable receptacle
         # 4. already satisfied in the initial state
         (task("pick_and_place_simple", "Apple", "Fridge"), "already_satisfied"),
         (task("pick_and_place_simple", "Apple", "DiningTable"), "accepted"),

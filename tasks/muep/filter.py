@@ -3,11 +3,11 @@
 Checked in this order; a rejected task carries the first criterion it fails and a sentence saying why:
 
 1. ``room_incompatible`` -- the task type needs an appliance the room lacks (heat: Microwave, cool: Fridge,
-   clean: SinkBasin or BathtubBasin, look in light: DeskLamp or FloorLamp).
+   clean: SinkBasin -- ALFWorld's domain cleans in sink basins only --, look in light: DeskLamp or FloorLamp).
 2. ``invalid_item`` -- an object, receptacle or lamp that is no AI2-THOR type or is not in this scene (or, for a
    pick-two task, fewer than two instances of the object).
 3. ``inadequate_attributes`` -- the item lacks the attribute the task needs: the object is not pickupable, the
-   target is not a receptacle or cannot hold that object type (ALFWorld's ``VAL_RECEPTACLE_OBJECTS``), the object
+   target is not a fixed receptacle or cannot hold that object type (ALFWorld's ``VAL_RECEPTACLE_OBJECTS``), the object
    cannot be heated / cooled / cleaned, the lamp cannot be switched on.
 4. ``already_satisfied`` -- the goal already holds in the initial state (an apple already in the fridge for "put an
    apple in the fridge"; two of them for pick-two). State-changing tasks never start satisfied: nothing is hot,
@@ -90,7 +90,10 @@ def _attributes(task: TaskRecord, facts: SceneFacts) -> str | None:
         return f"a {phrase(obj)} is not {spec.object_attribute}"
     if spec.needs_receptacle:
         target = task.receptacle_type
-        if target not in cat.static_receptacles and target not in cat.movable_receptacles:
+        if target in cat.movable_receptacles:
+            return (f"a {phrase(target)} is a movable receptacle: ALFWorld's six task types place objects in fixed "
+                    "receptacles (its seventh type, with movable receptacles, is not part of MuEP)")
+        if target not in cat.static_receptacles:
             return f"a {phrase(target)} is not a receptacle"
         if not cat.holds(target, obj):
             return f"a {phrase(target)} cannot hold a {phrase(obj)}"

@@ -29,7 +29,7 @@ ROOM_TASK_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 APPLIANCE_ROLES = {"Microwave": "heats objects", "Fridge": "cools objects", "SinkBasin": "cleans objects",
-                   "BathtubBasin": "cleans objects", "DeskLamp": "gives light", "FloorLamp": "gives light"}
+                   "DeskLamp": "gives light", "FloorLamp": "gives light"}
 
 DICTIONARY_HEADER = "## Object dictionary"
 

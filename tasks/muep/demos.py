@@ -1,0 +1,414 @@
+"""Stage 4, expert demonstrations: plan, replay in TextWorld, render, write webdataset shards -- one batch at a time.
+
+For each accepted task: a planning problem from the instantiated scene (``tasks.muep.pddl``), an FF plan on the
+STRIPS twin (``tasks.muep.planner``), the plan's commands replayed in the real TextWorld game on ALFWorld's ADL
+domain (``tasks.muep.textworld_env``) -- every command must be admissible and the game must end won -- and, after
+every action, the textual state from the game and an image of the game's state from the configured renderer.
+
+Work is cut into batches of episodes of one split; a batch writes its shard (``shards/<batch>.tar``) and then its
+index part (``parts/<batch>.parquet``), each atomically. The part is the batch's commit mark: on a rerun, batches
+with a part are skipped, so an interrupted run (even ``kill -9``) finishes only the remaining batches and never
+leaves a half-written shard. A manifest fingerprints the inputs and params; when they change, old batches are
+discarded rather than mixed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tasks.errors import DataError
+from tasks.io import atomic_path, write_json
+from tasks.muep import alfworld_data
+from tasks.muep.generate import TaskRecord
+from tasks.muep.metadata import InstanceRecord, ReceptacleRecord, SceneRecord
+from tasks.muep.pddl import Instance, Problem, Receptacle
+from tasks.muep.planner import PlannerWorker, PlanResult
+from tasks.muep.textworld_env import Game, load_game, put_command
+from tasks.muep.vocab import TASK_TYPES, catalog
+from tasks.muep.world_state import ReceptacleLayout, SceneLayout, WorldState
+from tasks.records import columns, read_table, to_frame
+
+SPLITS = ("train", "seen_test", "unseen_test")
+REJECT_REASONS = ("not_posable", "unknown_receptacle", "plan_timeout", "unsolvable", "planner_error",
+                  "plan_too_long", "textworld_refused", "textworld_not_won", "textworld_error", "render_error")
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What a batch worker needs to know (plain values: it crosses process boundaries)."""
+
+    grammar: str
+    search: str
+    plan_timeout_s: float
+    max_plan_length: int
+    renderer: str
+    render_size: int
+    metadata_dir: str
+    out_dir: str
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    episode_id: str
+    task_id: str
+    scene: str
+    floorplan: int
+    room_type: str
+    split: str
+    task_type: str
+    instruction: str
+    object_type: str
+    target_type: str
+    status: str              # "ok", or a reject reason from REJECT_REASONS
+    detail: str
+    plan_length: int
+    n_samples: int
+    batch: str
+    grammar: str
+    renderer: str
+    search: str
+    actions: list[str]
+    plan_s: float
+    load_s: float
+    steps_s: float
+    render_s: float
+    write_s: float
+
+
+@dataclass
+class Batch:
+    batch_id: str
+    split: str
+    tasks: list[dict]        # TaskRecord fields + "split"
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Selection and batching (in the flow process)
+
+
+def _h(*parts: object) -> str:
+    return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
+
+
+def assign_split(task: pd.Series | dict, scene_split: str, seen_test_fraction: float, seed: int) -> str:
+    if scene_split == "unseen":
+        return "unseen_test"
+    draw = int(_h("split", seed, task["task_id"])[:8], 16) / 0xFFFFFFFF
+    return "seen_test" if draw < seen_test_fraction else "train"
+
+
+def select_episodes(accepted: pd.DataFrame, scenes: pd.DataFrame, episodes: int | None,
+                    seen_test_fraction: float, seed: int) -> pd.DataFrame:
+    """Give each accepted task its split and pick ``episodes`` of them, round-robin over (split, task type) groups
+    so a small slice still covers every split and type. ``None`` takes them all."""
+    frame = accepted.copy()
+    scene_split = dict(zip(scenes.scene, scenes.split, strict=True))
+    frame["split"] = [assign_split(row, scene_split.get(row["scene"], "seen"), seen_test_fraction, seed)
+                      for _, row in frame.iterrows()]
+    frame["_order"] = [_h("order", seed, t) for t in frame.task_id]
+    frame = frame.sort_values(["split", "task_type", "_order"])
+    if episodes is not None and episodes < len(frame):
+        frame["_rank"] = frame.groupby(["split", "task_type"]).cumcount()
+        frame = frame.sort_values(["_rank", "split", "task_type", "_order"]).head(episodes)
+        frame = frame.drop(columns="_rank")
+    return frame.sort_values(["split", "_order"]).drop(columns="_order").reset_index(drop=True)
+
+
+def make_batches(selected: pd.DataFrame, batch_size: int) -> list[Batch]:
+    batches = []
+    for split in SPLITS:
+        rows = selected[selected.split == split].to_dict("records")
+        for k in range(0, len(rows), batch_size):
+            batches.append(Batch(f"{split}-{k // batch_size:05d}", split, rows[k:k + batch_size]))
+    return batches
+
+
+def fingerprint(selected: pd.DataFrame, settings: DemoSettings, extra: dict) -> str:
+    blob = json.dumps({"tasks": sorted(selected.task_id), "settings": asdict(settings) | {"out_dir": "",
+                       "metadata_dir": ""}, **extra}, sort_keys=True, default=str)
+    return _h(blob)[:16]
+
+
+def prepare_output(out_dir: Path, fp: str) -> None:
+    """Keep finished batches of the same inputs; discard everything else."""
+    manifest = out_dir / "manifest.json"
+    if manifest.exists():
+        try:
+            same = json.loads(manifest.read_text()).get("fingerprint") == fp
+        except (ValueError, OSError):
+            same = False
+        if not same:
+            for sub in ("shards", "parts"):
+                shutil.rmtree(out_dir / sub, ignore_errors=True)
+    (out_dir / "shards").mkdir(parents=True, exist_ok=True)
+    (out_dir / "parts").mkdir(parents=True, exist_ok=True)
+    write_json(manifest, {"fingerprint": fp})
+
+
+def done_batches(out_dir: Path) -> set[str]:
+    return {p.stem for p in (out_dir / "parts").glob("*.parquet")}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Scene context (per worker process, cached)
+
+
+@dataclass
+class SceneContext:
+    receptacles: list[Receptacle]
+    instances: list[Instance]
+    layout: SceneLayout
+    unknown_receptacles: list[str] = field(default_factory=list)
+
+
+@cache
+def _tables(metadata_dir: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    meta = Path(metadata_dir)
+    return (read_table(meta / "scenes.parquet", SceneRecord), read_table(meta / "receptacles.parquet", ReceptacleRecord),
+            read_table(meta / "instances.parquet", InstanceRecord))
+
+
+def start_pose(grid: np.ndarray) -> tuple[float, float, float, float]:
+    """The agent starts on the navigable point nearest the grid's centre, facing +z, looking 30 degrees down."""
+    centre = grid.mean(axis=0)
+    x, z = grid[int(np.argmin(((grid - centre) ** 2).sum(axis=1)))]
+    return float(x), float(z), 0.0, 30.0
+
+
+@cache
+def scene_context(metadata_dir: str, scene: str) -> SceneContext:
+    scenes, receptacles, instances = _tables(metadata_dir)
+    row = scenes[scenes.scene == scene]
+    if row.empty:
+        raise DataError(f"scene {scene} is not in {metadata_dir}/scenes.parquet.")
+    floorplan = int(row.floorplan.iloc[0])
+    recs = receptacles[receptacles.scene == scene]
+    locations: dict[tuple, str] = {}
+    out_recs, layouts, unknown = [], [], []
+    for r in recs.itertuples(index=False):
+        key = (r.x, r.z, r.rotation, r.horizon)
+        locations.setdefault(key, f"loc_{len(locations) + 1}")
+        out_recs.append(Receptacle(r.name, r.receptacle_type, locations[key], bool(r.openable)))
+        layouts.append(ReceptacleLayout(r.name, r.receptacle_type, float(r.x), float(r.z), float(r.rotation),
+                                        float(r.horizon), bool(r.openable), bool(r.pose_synthesized)))
+        if r.receptacle_type not in catalog().static_receptacles:
+            unknown.append(r.name)
+    insts = [Instance(i.name, i.object_type, i.parent) for i in instances[instances.scene == scene].itertuples()]
+    grid = alfworld_data.read_scene(floorplan).grid
+    layout = SceneLayout(scene, str(row.room_type.iloc[0]), tuple(map(tuple, grid.tolist())), tuple(layouts),
+                         start_pose(grid))
+    return SceneContext(out_recs, insts, layout, unknown)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One episode
+
+
+def commands_from_plan(steps: Iterable[tuple[str, ...]], names: dict[str, str], grammar: str,
+                       location_of: dict[str, str] | None = None) -> list[str]:
+    """Game commands for the twin's operators. ``location_of`` (receptacle name -> location id) drops a "go to"
+    whose receptacle shares the agent's current location: the twin stands at receptacles, the game at locations,
+    and TextWorld does not offer "go to" the place the agent already is."""
+    out = []
+    here: str | None = None
+    for op, *args in steps:
+        a = [names.get(x, x) for x in args]
+        if op == "goto":
+            there = (location_of or {}).get(a[1])
+            if there is not None and there == here:
+                continue
+            here = there
+            out.append(f"go to {a[1]}")
+        elif op in ("open", "close"):
+            out.append(f"{op} {a[0]}")
+        elif op == "take":
+            out.append(f"take {a[0]} from {a[1]}")
+        elif op == "put":
+            out.append(put_command(a[0], a[1], grammar))
+        elif op in ("heat", "cool", "clean"):
+            out.append(f"{op} {a[0]} with {a[1]}")
+        elif op == "toggle":
+            out.append(f"use {a[0]}")
+        else:
+            raise ValueError(f"the planner returned an operator with no game command: {op}")
+    return out
+
+
+@dataclass
+class Sample:
+    key: str
+    image: bytes
+    meta: dict
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.t: dict[str, float] = {"plan": 0.0, "load": 0.0, "steps": 0.0, "render": 0.0, "write": 0.0}
+
+    def add(self, what: str, start: float) -> None:
+        self.t[what] += time.perf_counter() - start
+
+
+def run_episode(task: dict, settings: DemoSettings, planner: PlannerWorker, renderer, batch_id: str,
+                ) -> tuple[EpisodeRecord, list[Sample], _Timer]:
+    timer = _Timer()
+    spec = TASK_TYPES[task["task_type"]]
+    target = task["receptacle_type"] if spec.needs_receptacle else task["light_type"]
+    ctx = scene_context(settings.metadata_dir, task["scene"])
+    base = dict(episode_id=task["task_id"], task_id=task["task_id"], scene=task["scene"],
+                floorplan=int(task["floorplan"]), room_type=task["room_type"], split=task["split"],
+                task_type=task["task_type"], instruction=task["instruction"], object_type=task["object_type"],
+                target_type=target or "", batch=batch_id, grammar=settings.grammar, renderer=settings.renderer,
+                search=settings.search)
+
+    def result(status: str, detail: str = "", actions=(), samples=()) -> tuple[EpisodeRecord, list[Sample], _Timer]:
+        record = EpisodeRecord(**base, status=status, detail=detail, plan_length=len(actions),
+                               n_samples=len(samples), actions=list(actions),
+                               **{f"{k}_s": round(v, 4) for k, v in timer.t.items()})
+        return record, list(samples), timer
+
+    if ctx.unknown_receptacles:
+        return result("unknown_receptacle", f"{task['scene']} has receptacles that are not ALFWorld receptacle types "
+                      f"({', '.join(ctx.unknown_receptacles)}); the domain and grammar cannot describe them")
+    problem = Problem(f"muep_{task['task_id']}", ctx.receptacles, ctx.instances, task["task_type"],
+                      task["object_type"], target)
+    why = problem.check()
+    if why:
+        return result("not_posable", why)
+
+    start = time.perf_counter()
+    plan: PlanResult = planner.solve(problem.strips(), settings.search, settings.plan_timeout_s)
+    timer.add("plan", start)
+    if plan.status != "solved":
+        status = {"timeout": "plan_timeout", "unsolvable": "unsolvable"}.get(plan.status, "planner_error")
+        return result(status, plan.detail)
+    commands = commands_from_plan(plan.steps, problem.names, settings.grammar,
+                                  {r.name: r.location for r in ctx.receptacles})
+    if len(commands) > settings.max_plan_length:
+        return result("plan_too_long", f"{len(commands)} actions > max_plan_length {settings.max_plan_length}",
+                      commands)
+
+    try:
+        start = time.perf_counter()
+        game: Game = load_game(problem, task["instruction"], settings.grammar)
+        observation, state = game.reset()
+        timer.add("load", start)
+    except Exception as exc:  # noqa: BLE001 - a game TextWorld cannot build is a recorded reject
+        return result("textworld_error", f"{type(exc).__name__}: {exc}", commands)
+
+    samples: list[Sample] = []
+    common = {"scene": task["scene"], "instruction": task["instruction"], "task_type": task["task_type"],
+              "episode_id": task["task_id"], "split": task["split"], "grammar": settings.grammar,
+              "renderer": settings.renderer, "renderer_version": getattr(renderer, "version", "")}
+
+    def snap(step: int, action: str | None, text: str, world: WorldState) -> None:
+        start = time.perf_counter()
+        image = renderer.render(ctx.layout, world)
+        timer.add("render", start)
+        samples.append(Sample(f"{task['task_id']}_s{step:03d}", image,
+                              common | {"step": step, "action": action, "text_state": text,
+                                        "world_state": world.to_json()}))
+
+    try:
+        renderer.begin_scene(ctx.layout)
+        snap(0, None, observation, state)
+        for i, command in enumerate(commands, start=1):
+            start = time.perf_counter()
+            step = game.step(command, i)
+            timer.add("steps", start)
+            if not step.valid:
+                return result("textworld_refused", f"step {i}: the game does not accept {command!r} "
+                              f"({step.observation.strip()})", commands)
+            snap(i, command, step.observation, step.state)
+    except Exception as exc:  # noqa: BLE001
+        return result("render_error", f"{type(exc).__name__}: {exc}", commands)
+    if not game.won():
+        return result("textworld_not_won", "every command was accepted but the game's goal does not hold",
+                      commands)
+    return result("ok", "", commands, samples)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# One batch (in a worker process)
+
+_WORKER: dict[str, object] = {}
+
+
+def _worker_tools(settings: DemoSettings):
+    """One planner process and one renderer per worker process, kept across batches."""
+    from tasks.muep.render import build_renderer
+
+    if "planner" not in _WORKER:
+        _WORKER["planner"] = PlannerWorker()
+    key = f"renderer:{settings.renderer}:{settings.render_size}"
+    if key not in _WORKER:
+        _WORKER[key] = build_renderer(settings.renderer, size=settings.render_size)
+    return _WORKER["planner"], _WORKER[key]
+
+
+def run_batch(batch: Batch, settings: DemoSettings) -> list[EpisodeRecord]:
+    """Roll out a batch and commit it: shard first, then the index part (the commit mark), both atomic."""
+    import webdataset as wds
+
+    planner, renderer = _worker_tools(settings)
+    out = Path(settings.out_dir)
+    records: list[EpisodeRecord] = []
+    all_samples: list[Sample] = []
+    for task in batch.tasks:
+        record, samples, _ = run_episode(task, settings, planner, renderer, batch.batch_id)
+        records.append(record)
+        all_samples.extend(samples)
+    start = time.perf_counter()
+    shard = out / "shards" / f"{batch.batch_id}.tar"
+    with atomic_path(shard) as tmp:
+        with open(tmp, "wb") as stream:
+            writer = wds.TarWriter(stream)
+            for s in all_samples:
+                writer.write({"__key__": s.key, "png": s.image, "json": json.dumps(s.meta).encode("utf-8")})
+            writer.close()
+    write_s = (time.perf_counter() - start) / max(1, len(records))
+    records = [EpisodeRecord(**(asdict(r) | {"write_s": round(write_s, 4)})) for r in records]
+    with atomic_path(out / "parts" / f"{batch.batch_id}.parquet") as tmp:
+        to_frame(records, EpisodeRecord).to_parquet(tmp, index=False)
+    return records
+
+
+def collect_index(out_dir: Path) -> pd.DataFrame:
+    parts = sorted((out_dir / "parts").glob("*.parquet"))
+    if not parts:
+        return pd.DataFrame(columns=columns(EpisodeRecord))
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def summarise(index: pd.DataFrame) -> dict:
+    ok = index[index.status == "ok"]
+    rejects = index[index.status != "ok"]
+    return {
+        "episodes_attempted": int(len(index)),
+        "episodes": int(len(ok)),
+        "image_text_pairs": int(ok.n_samples.sum()) if len(ok) else 0,
+        "scenes": int(ok.scene.nunique()) if len(ok) else 0,
+        "episodes_by_type": {t: int(n) for t, n in sorted(ok.task_type.value_counts().items())},
+        "episodes_by_split": {s: int((ok.split == s).sum()) for s in SPLITS},
+        "rejects_by_reason": {r: int((rejects.status == r).sum()) for r in REJECT_REASONS},
+        "mean_plan_length": round(float(ok.plan_length.mean()), 3) if len(ok) else 0.0,
+        "max_plan_length": int(ok.plan_length.max()) if len(ok) else 0,
+    }
+
+
+def ensure_disk_space(out_dir: Path, needed_mb: float) -> None:
+    free = shutil.disk_usage(out_dir if out_dir.exists() else out_dir.parent).free / 2**20
+    if free < needed_mb:
+        raise DataError(f"only {free:.0f} MiB free under {out_dir}; the demonstrations need about {needed_mb:.0f} MiB.",
+                        hint="Free disk space or lower muep.demos.episodes; finished batches are kept.")
+
