@@ -154,7 +154,7 @@ class DemosParams(_Strict):
     plan_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 20.0
     max_plan_length: Annotated[int, Field(ge=1, le=200)] = 40
     renderer: str = "schematic"
-    render_size: Annotated[int, Field(ge=64, le=1024)] = 300
+    render_size: Annotated[int, Field(ge=160, le=1024)] = 300
     batch_size: Annotated[int, Field(ge=1, le=10000)] = 8
     task_runner: Literal["sequential", "processes", "dask"] = "processes"
     workers: Annotated[int, Field(ge=1, le=256)] = 2

@@ -150,8 +150,10 @@ def prepare_output(out_dir: Path, fp: str) -> None:
         if not same:
             for sub in ("shards", "parts"):
                 shutil.rmtree(out_dir / sub, ignore_errors=True)
-    (out_dir / "shards").mkdir(parents=True, exist_ok=True)
-    (out_dir / "parts").mkdir(parents=True, exist_ok=True)
+    for sub in ("shards", "parts"):
+        (out_dir / sub).mkdir(parents=True, exist_ok=True)
+        for stray in (out_dir / sub).glob(".*.tmp"):  # left by a writer killed mid-file (kill -9, power loss)
+            stray.unlink()
     write_json(manifest, {"fingerprint": fp})
 
 
