@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 
 from tasks.errors import DataError
@@ -35,7 +35,8 @@ from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.planner import PlannerWorker, PlanResult
 from tasks.muep.textworld_env import Game, load_game, put_command
 from tasks.muep.vocab import TASK_TYPES, catalog
-from tasks.muep.world_state import ReceptacleLayout, SceneLayout, WorldState
+from tasks.muep.render.layout import layout_from_metadata
+from tasks.muep.world_state import SceneLayout, WorldState
 from tasks.records import columns, read_table, to_frame
 
 SPLITS = ("train", "seen_test", "unseen_test")
@@ -180,35 +181,24 @@ def _tables(metadata_dir: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame
             read_table(meta / "instances.parquet", InstanceRecord))
 
 
-def start_pose(grid: np.ndarray) -> tuple[float, float, float, float]:
-    """The agent starts on the navigable point nearest the grid's centre, facing +z, looking 30 degrees down."""
-    centre = grid.mean(axis=0)
-    x, z = grid[int(np.argmin(((grid - centre) ** 2).sum(axis=1)))]
-    return float(x), float(z), 0.0, 30.0
-
-
 @cache
 def scene_context(metadata_dir: str, scene: str) -> SceneContext:
     scenes, receptacles, instances = _tables(metadata_dir)
-    row = scenes[scenes.scene == scene]
-    if row.empty:
+    rows = list(scenes[scenes.scene == scene].itertuples(index=False))
+    if not rows:
         raise DataError(f"scene {scene} is not in {metadata_dir}/scenes.parquet.")
-    floorplan = int(row.floorplan.iloc[0])
-    recs = receptacles[receptacles.scene == scene]
+    recs = list(receptacles[receptacles.scene == scene].itertuples(index=False))
     locations: dict[tuple, str] = {}
-    out_recs, layouts, unknown = [], [], []
-    for r in recs.itertuples(index=False):
-        key = (r.x, r.z, r.rotation, r.horizon)
+    out_recs, unknown = [], []
+    for r in recs:
+        key = (r.x, r.z, r.rotation, r.horizon)  # receptacles with one interaction pose share one game location
         locations.setdefault(key, f"loc_{len(locations) + 1}")
         out_recs.append(Receptacle(r.name, r.receptacle_type, locations[key], bool(r.openable)))
-        layouts.append(ReceptacleLayout(r.name, r.receptacle_type, float(r.x), float(r.z), float(r.rotation),
-                                        float(r.horizon), bool(r.openable), bool(r.pose_synthesized)))
         if r.receptacle_type not in catalog().static_receptacles:
             unknown.append(r.name)
     insts = [Instance(i.name, i.object_type, i.parent) for i in instances[instances.scene == scene].itertuples()]
-    grid = alfworld_data.read_scene(floorplan).grid
-    layout = SceneLayout(scene, str(row.room_type.iloc[0]), tuple(map(tuple, grid.tolist())), tuple(layouts),
-                         start_pose(grid))
+    grid = alfworld_data.read_scene(int(rows[0].floorplan)).grid
+    layout = layout_from_metadata(SimpleNamespace(scene=rows[0], receptacles=recs), grid)
     return SceneContext(out_recs, insts, layout, unknown)
 
 
