@@ -14,6 +14,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first, from the exact CPU wheel this machine kind provides, so nothing pulls a CUDA build.
+	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[test]'
 	# ALFWorld without its dependencies: we read its package data (layouts, attribute tables, PDDL domain) only;
 	# its textworld[pddl] dependency compiles fast-downward and pulls spaCy. See pyproject.toml.
