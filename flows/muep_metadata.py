@@ -23,10 +23,12 @@ STAGE = "muep-metadata"
 @task(name="collect-scenes", cache_policy=NO_CACHE)
 def collect_scenes(scenes: SceneParams, params: MetadataParams) -> list[SceneMetadata]:
     out = []
-    with Progress(len(scenes.selected()), f"{STAGE}: floorplans", unit="scenes") as progress:
+    total = len(scenes.selected()) * params.instantiations
+    with Progress(total, f"{STAGE}: scenes", unit="scenes") as progress:
         for floorplan in scenes.selected():
-            out.append(collect_scene(floorplan, scenes, params))
-            progress.advance()
+            for k in range(params.instantiations):
+                out.append(collect_scene(floorplan, scenes, params, k))
+                progress.advance()
     return out
 
 
@@ -46,6 +48,7 @@ def write_tables(metas: list[SceneMetadata], slog: StageLog) -> dict:
     receptacles = [r for m in metas for r in m.receptacles]
     report = {
         "scenes": len(scenes),
+        "floorplans": len({s.floorplan for s in scenes}),
         "scenes_by_room": dict(sorted(Counter(s.room_type for s in scenes).items())),
         "scenes_by_split": dict(sorted(Counter(s.split for s in scenes).items())),
         "receptacles": len(receptacles),

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tasks import paths
 from tasks.errors import ConfigError
+from tasks.roboscript.params import RoboScriptParams
 
 # --------------------------------------------------------------------------------------------------------------------
 # Floorplans: AI2-THOR numbers its 120 single-room scenes in four blocks of 30, one block per room type.
@@ -124,6 +125,8 @@ class SceneParams(_Strict):
 
 class MetadataParams(_Strict):
     seed: int = 0
+    instantiations: Annotated[int, Field(ge=1, le=50)] = 1
+    """Initial states drawn per floorplan (scenes FloorPlanN, FloorPlanN-1, ...), like ALFRED's trials."""
     min_instances_per_type: Annotated[int, Field(ge=1, le=10)] = 1
     max_instances_per_type: Annotated[int, Field(ge=1, le=10)] = 3
 
@@ -180,17 +183,31 @@ class DemosParams(_Strict):
         return value
 
 
+class SFTParams(_Strict):
+    history_window: Annotated[int, Field(ge=0, le=50)] = 5
+    """(observation, action) pairs before the current step given to the model; 0 = the current observation only."""
+
+
 class MuEPParams(_Strict):
     scenes: SceneParams = SceneParams()
     metadata: MetadataParams = MetadataParams()
     generate: GenerateParams = GenerateParams()
     filter: FilterParams = FilterParams()
     demos: DemosParams = DemosParams()
+    sft: SFTParams = SFTParams()
+
+
+class TrackingParams(_Strict):
+    uri: str | None = None
+    """MLflow tracking URI; null = $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db at the repository root."""
+    experiment_prefix: str = "embp"
 
 
 class Params(_Strict):
     llm: LLMParams = LLMParams()
+    tracking: TrackingParams = TrackingParams()
     muep: MuEPParams = MuEPParams()
+    roboscript: RoboScriptParams = RoboScriptParams()
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -83,8 +83,9 @@ def prompt_jobs(scenes: pd.DataFrame, object_types: pd.DataFrame, params: Genera
     return jobs
 
 
-def _task_id(job: PromptJob, completion: Completion, line_no: int) -> str:
-    blob = f"{job.scene}:{job.request_index}:{completion.key}:{line_no}"
+def _task_id(job: PromptJob, completion: Completion, position: int) -> str:
+    """Unique per task: the response it came from and its position among the tasks parsed from it."""
+    blob = f"{job.scene}:{job.request_index}:{completion.key}:{position}"
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -95,13 +96,13 @@ def records_from(job: PromptJob, completion: Completion) -> tuple[list[TaskRecor
     provenance = dict(backend=completion.backend, model=completion.model, prompt_hash=completion.prompt_hash,
                       response_key=completion.key)
     tasks = [
-        TaskRecord(task_id=_task_id(job, completion, t.line_no), **common, task_type=t.task_type,
+        TaskRecord(task_id=_task_id(job, completion, position), **common, task_type=t.task_type,
                    instruction=t.instruction, object_name=t.object_name, object_type=t.object_type,
                    receptacle_name=t.receptacle_name, receptacle_type=t.receptacle_type, light_name=t.light_name,
                    light_type=t.light_type, goal_conditions=t.goal_conditions,
                    n_goal_conditions=len(t.goal_conditions), line_no=t.line_no, raw_line=t.raw_line,
                    finish_reason=completion.finish_reason, **provenance)
-        for t in parsed
+        for position, t in enumerate(parsed)
         if isinstance(t, ParsedTask)
     ]
     rejects = [

@@ -31,7 +31,9 @@ SYNTH_HORIZON = 30
 @dataclass(frozen=True)
 class SceneRecord:
     scene: str
+    """``FloorPlanN`` for the first instantiation of a floorplan, ``FloorPlanN-K`` for the K-th further one."""
     floorplan: int
+    instantiation: int
     room_type: str
     split: str
     n_object_types: int
@@ -109,8 +111,8 @@ class SceneMetadata:
     unplaced: list[UnplacedRecord]
 
 
-def scene_name(floorplan: int) -> str:
-    return f"FloorPlan{floorplan}"
+def scene_name(floorplan: int, instantiation: int = 0) -> str:
+    return f"FloorPlan{floorplan}" if instantiation == 0 else f"FloorPlan{floorplan}-{instantiation}"
 
 
 def _rng(*parts: object) -> random.Random:
@@ -124,9 +126,10 @@ def receptacle_type_of(thor_id: str) -> str:
     return parts[-1] if len(parts) > 4 else parts[0]
 
 
-def collect_receptacles(files: alfworld_data.SceneFiles, seed: int) -> list[ReceptacleRecord]:
+def collect_receptacles(files: alfworld_data.SceneFiles, seed: int, instantiation: int = 0) -> list[ReceptacleRecord]:
+    """Receptacles and their poses. They belong to the floorplan: every instantiation gets the same ones."""
     cat = catalog()
-    scene = scene_name(files.floorplan)
+    scene = scene_name(files.floorplan, instantiation)
     raw: list[tuple[str, str, list[float], bool]] = []
     for thor_id, pose in sorted(files.receptacle_poses.items()):
         raw.append((receptacle_type_of(thor_id), thor_id, [float(v) for v in pose], False))
@@ -152,12 +155,14 @@ def collect_receptacles(files: alfworld_data.SceneFiles, seed: int) -> list[Rece
 
 
 def instantiate(
-    files: alfworld_data.SceneFiles, receptacles: list[ReceptacleRecord], params: MetadataParams
+    files: alfworld_data.SceneFiles, receptacles: list[ReceptacleRecord], params: MetadataParams,
+    instantiation: int = 0,
 ) -> tuple[list[InstanceRecord], list[UnplacedRecord]]:
-    """Draw instance counts and initial placements for one scene, reproducibly from ``params.seed``."""
+    """Draw instance counts and initial placements for one scene, reproducibly from ``params.seed`` (and the
+    instantiation number: each instantiation of a floorplan is another initial state, as ALFRED's trials are)."""
     cat = catalog()
-    scene = scene_name(files.floorplan)
-    rng = _rng("instantiate", params.seed, files.floorplan)
+    scene = scene_name(files.floorplan, instantiation)
+    rng = _rng("instantiate", params.seed, files.floorplan, *([instantiation] if instantiation else []))
     present = sorted(set(files.object_types))
     instances: list[InstanceRecord] = []
     unplaced: list[UnplacedRecord] = []
@@ -187,12 +192,13 @@ def instantiate(
     return instances, unplaced
 
 
-def collect_scene(floorplan: int, scenes: SceneParams, params: MetadataParams) -> SceneMetadata:
+def collect_scene(floorplan: int, scenes: SceneParams, params: MetadataParams, instantiation: int = 0,
+                  ) -> SceneMetadata:
     cat = catalog()
     files = alfworld_data.read_scene(floorplan)
-    scene = scene_name(floorplan)
-    receptacles = collect_receptacles(files, params.seed)
-    instances, unplaced = instantiate(files, receptacles, params)
+    scene = scene_name(floorplan, instantiation)
+    receptacles = collect_receptacles(files, params.seed, instantiation)
+    instances, unplaced = instantiate(files, receptacles, params, instantiation)
     counts = Counter(r.receptacle_type for r in receptacles) + Counter(i.object_type for i in instances)
     types = sorted(set(files.object_types) | set(counts))
     object_types = [
@@ -202,7 +208,7 @@ def collect_scene(floorplan: int, scenes: SceneParams, params: MetadataParams) -
     ]
     grid = files.grid
     record = SceneRecord(
-        scene=scene, floorplan=floorplan, room_type=room_type_of(floorplan),
+        scene=scene, floorplan=floorplan, instantiation=instantiation, room_type=room_type_of(floorplan),
         split="unseen" if floorplan in scenes.unseen else "seen",
         n_object_types=len(types), n_receptacles=len(receptacles),
         n_receptacles_synthesized=sum(r.pose_synthesized for r in receptacles), n_instances=len(instances),

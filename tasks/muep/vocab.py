@@ -97,9 +97,19 @@ def _lookup() -> dict[str, str]:
              "keys": "KeyChain", "key": "KeyChain", "table": "DiningTable", "lamp": "DeskLamp",
              "sink": "SinkBasin", "bathtub": "BathtubBasin", "stove": "StoveBurner", "garbage": "GarbageCan",
              "trashcan": "GarbageCan", "bin": "GarbageCan", "nightstand": "SideTable", "couch": "Sofa",
-             "knives": "Knife", "tomatoes": "Tomato", "potatoes": "Potato", "glass": "Cup", "bottle": "Glassbottle"}
+             "knives": "Knife", "tomatoes": "Tomato", "potatoes": "Potato", "glass": "Cup", "bottle": "Glassbottle",
+             "refrigerator": "Fridge", "freezer": "Fridge", "counter": "CounterTop", "counters": "CounterTop",
+             "kitchencounter": "CounterTop", "cupboard": "Cabinet", "cupboards": "Cabinet", "shelves": "Shelf",
+             "coffeemaker": "CoffeeMachine", "sponge": "DishSponge", "remotes": "RemoteControl", "phones": "CellPhone",
+             "trash": "GarbageCan", "trashbin": "GarbageCan", "wastebasket": "GarbageCan", "wine": "WineBottle",
+             "bottleofwine": "WineBottle", "stovetop": "StoveBurner", "burner": "StoveBurner", "clock": "AlarmClock",
+             "microwaveoven": "Microwave"}
     for k, v in extra.items():
         table.setdefault(k, v)
+    # A sink or bathtub *is* a receptacle in a task sentence: in AI2-THOR the basin is (Sink and Bathtub are the
+    # fixtures around it and hold nothing).
+    for spelling in ("sink", "sinks", "bathtub", "bathtubs"):
+        table[spelling] = "SinkBasin" if spelling.startswith("sink") else "BathtubBasin"
     return table
 
 
@@ -154,7 +164,7 @@ TASK_TYPES: dict[str, TaskType] = {
                  appliances=("DeskLamp", "FloorLamp"), needs_receptacle=False),
         TaskType("pick_clean_then_place_in_recep", "pick clean then place", ("clean & place", "clean and place",
                                                                               "pick clean then place", "clean"),
-                 appliances=("SinkBasin", "BathtubBasin"), object_attribute="cleanable", state_predicate="isClean"),
+                 appliances=("SinkBasin",), object_attribute="cleanable", state_predicate="isClean"),
         TaskType("pick_heat_then_place_in_recep", "pick heat then place", ("heat & place", "heat and place",
                                                                             "pick heat then place", "heat"),
                  appliances=("Microwave",), object_attribute="heatable", state_predicate="isHot"),

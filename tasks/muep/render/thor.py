@@ -63,7 +63,7 @@ class ThorUnavailableError(PipelineError):
 
 
 def _floorplan(scene: str) -> int:
-    m = re.fullmatch(r"FloorPlan(\d+)", scene)
+    m = re.match(r"FloorPlan(\d+)(?:-\d+)?$", scene)  # FloorPlanN or an instantiation FloorPlanN-K
     if not m:
         raise PipelineError(f"renderer 'thor': scene {scene!r} is not an AI2-THOR FloorPlanN scene.")
     return int(m.group(1))
