@@ -10,8 +10,8 @@ reports/ and the LLM cache data/cache/llm -- go there and the repository's own d
 
 What one row measures:
 
-* ``work`` mode (default): the stage's work through the functions its flow calls -- ``collect_scene`` per floorplan
-  and ``write_records`` for metadata; ``read_table``, ``build_client``, ``generate`` and ``write_records`` for generate;
+* ``work`` mode (default): the stage's work through the functions its flow calls -- ``collect_all`` and
+  ``write_tables`` for metadata; ``read_table``, ``build_client``, ``generate`` and ``write_records`` for generate;
   ``read_table``/``read_records``, ``scene_facts``, ``filter_tasks`` and ``write_records`` for filter -- reading its
   inputs and writing its outputs included. The clock starts after the imports (pandas, pyarrow, the project).
   ``muep-generate`` is measured twice per repetition: *cold* (empty LLM cache) and *warm* (same inputs again: every
@@ -70,23 +70,12 @@ def _maxrss_mib(who: int) -> float:
 
 def _work_metadata() -> dict:
     from tasks import paths
-    from tasks.muep.metadata import (InstanceRecord, ObjectTypeRecord, ReceptacleRecord, SceneRecord, UnplacedRecord,
-                                     collect_scene)
+    from tasks.muep.metadata import collect_all, write_tables
     from tasks.params import load_params
-    from tasks.records import write_records
 
     params = load_params().muep
-    metas = [collect_scene(fp, params.scenes, params.metadata) for fp in params.scenes.selected()]
-    # The same tables as flows/muep_metadata.py:write_tables (its report JSON is left out: a few sums).
-    tables = {
-        "scenes.parquet": ([m.scene for m in metas], SceneRecord),
-        "object_types.parquet": ([r for m in metas for r in m.object_types], ObjectTypeRecord),
-        "receptacles.parquet": ([r for m in metas for r in m.receptacles], ReceptacleRecord),
-        "instances.parquet": ([r for m in metas for r in m.instances], InstanceRecord),
-        "unplaced.parquet": ([r for m in metas for r in m.unplaced], UnplacedRecord),
-    }
-    for name, (records, cls) in tables.items():
-        write_records(paths.MUEP_METADATA / name, records, cls)
+    metas = collect_all(params.scenes, params.metadata)
+    write_tables(metas, paths.MUEP_METADATA)  # the same function the flow calls
     return {"items": len(metas), "detail": f"{sum(len(m.instances) for m in metas)} instances"}
 
 

@@ -19,10 +19,12 @@ import hashlib
 import random
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from tasks.muep import alfworld_data
 from tasks.muep.vocab import ATTRIBUTES, LAMP_HOSTS, catalog, instance_prefix
 from tasks.params import MetadataParams, SceneParams, room_type_of
+from tasks.records import write_records
 
 SYNTH_ROTATION = 0
 SYNTH_HORIZON = 30
@@ -217,6 +219,49 @@ def collect_scene(floorplan: int, scenes: SceneParams, params: MetadataParams, i
         grid_z_min=float(grid[:, 1].min()), grid_z_max=float(grid[:, 1].max()),
     )
     return SceneMetadata(record, object_types, receptacles, instances, unplaced)
+
+
+def collect_all(scenes: SceneParams, params: MetadataParams, on_scene=None) -> list[SceneMetadata]:
+    """Every selected floorplan x instantiation, in order; ``on_scene()`` is called after each (progress)."""
+    out = []
+    for floorplan in scenes.selected():
+        for k in range(params.instantiations):
+            out.append(collect_scene(floorplan, scenes, params, k))
+            if on_scene is not None:
+                on_scene()
+    return out
+
+
+TABLES = {"scenes": SceneRecord, "object_types": ObjectTypeRecord, "receptacles": ReceptacleRecord,
+          "instances": InstanceRecord, "unplaced": UnplacedRecord}
+
+
+def write_tables(metas: list[SceneMetadata], out_dir: Path, on_write=None) -> dict:
+    """Write the five tables (atomically) and return the stage report."""
+    rows = {
+        "scenes": [m.scene for m in metas],
+        "object_types": [r for m in metas for r in m.object_types],
+        "receptacles": [r for m in metas for r in m.receptacles],
+        "instances": [r for m in metas for r in m.instances],
+        "unplaced": [r for m in metas for r in m.unplaced],
+    }
+    for name, cls in TABLES.items():
+        path = Path(out_dir) / f"{name}.parquet"
+        n = write_records(path, rows[name], cls)
+        if on_write is not None:
+            on_write(path, n)
+    scenes = rows["scenes"]
+    return {
+        "scenes": len(scenes),
+        "floorplans": len({s.floorplan for s in scenes}),
+        "scenes_by_room": dict(sorted(Counter(s.room_type for s in scenes).items())),
+        "scenes_by_split": dict(sorted(Counter(s.split for s in scenes).items())),
+        "receptacles": len(rows["receptacles"]),
+        "receptacles_pose_synthesized": sum(r.pose_synthesized for r in rows["receptacles"]),
+        "object_instances": sum(s.n_instances for s in scenes),
+        "object_types_unplaced": sum(s.n_unplaced for s in scenes),
+        "mean_object_types_per_scene": round(sum(s.n_object_types for s in scenes) / max(1, len(scenes)), 2),
+    }
 
 
 assert set(ATTRIBUTES) <= set(ObjectTypeRecord.__dataclass_fields__)
