@@ -266,15 +266,20 @@ def test_kill_9_mid_run_then_rerun_finishes_only_the_rest(metadata_dir, tmp_path
     cmd = [sys.executable, "-m", "flows.muep_demos", "--params", str(root / "params.yaml")]
     parts = root / "data/muep/demos/parts"
 
-    proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline and not (parts.exists() and list(parts.glob("*.parquet"))):
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
+    log = tmp_path / "first-run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=repo, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 600
+        while (time.time() < deadline and proc.poll() is None
+               and not (parts.exists() and list(parts.glob("*.parquet")))):
+            time.sleep(0.2)
+        exited = proc.poll()
+        if exited is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert exited is None, f"the first run ended by itself (exit {exited}):\n{log.read_text()[-3000:]}"
     first = {p.stem for p in parts.glob("*.parquet")}
-    assert 1 <= len(first) < 4, first
+    assert 1 <= len(first) < 4, (first, log.read_text()[-3000:])
 
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
