@@ -34,7 +34,7 @@ class OfflineSkill(Protocol):
 OFFLINE_SKILLS: Registry[OfflineSkill] = Registry("offline proposer skill")
 
 #: Modules whose import registers a skill. A new stage that prompts an LLM adds its skill module here.
-SKILL_MODULES = ("tasks.muep.offline_proposer",)
+SKILL_MODULES = ("tasks.muep.offline_proposer", "tasks.roboscript.offline_skill")
 
 
 @LLM_BACKENDS.register("offline")

@@ -1,0 +1,170 @@
+"""The code policy: what generated robot code may do, checked statically before it runs.
+
+One :class:`CodePolicy` object holds the whole policy -- the tool signatures (from ``robot/tool_api.py``), the
+builtins and ``numpy`` functions on the allow-list, the method names allowed on values, the forbidden names and
+statements. The data pipeline checks every generated snippet with it (:func:`check_snippet`), and the ROS runner's
+sandbox executes a snippet only with :meth:`CodePolicy.namespace` of the same object, so the static check and the
+runtime agree on what exists.
+
+A snippet passes when it compiles and
+
+* every call names a tool, an allowed builtin or a function defined in the snippet (no hallucinated tools); calls
+  on ``np`` name an allowed numpy function; calls on values name an allowed method (``append``, ``tolist``...);
+* tool calls and calls of defined functions match the signature: number of positional arguments, required
+  arguments present, keyword names known;
+* it has no imports, no ``exec``/``eval``/``open``/``__import__``/``getattr``..., no dunder or private attribute
+  access, no class definitions, ``global``, ``async`` or generators, no ``while True`` without a way out, and no
+  name is read that nothing defines.
+
+Each failure is a :class:`Reason` with a code from :data:`REASON_CODES`, a sentence and the line number.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from robot import _code_checks
+from robot.tool_api import TOOL_SPECS, ToolAPI, ToolSpec
+
+#: Every reason a snippet can fail, with what it means.
+REASON_CODES: dict[str, str] = {
+    "empty": "no statement at all (only blanks or comments)",
+    "not_code": "prose instead of Python code",
+    "syntax_error": "does not compile",
+    "forbidden_import": "an import statement (everything the code may use is already loaded)",
+    "forbidden_name": "a name that escapes the sandbox or reaches the host (exec, eval, open, __import__, getattr...)",
+    "dunder_access": "a double-underscore name or attribute (a classic sandbox escape)",
+    "private_access": "an attribute starting with an underscore",
+    "forbidden_statement": "a statement outside the allowed subset (class, global, nonlocal, async, yield)",
+    "unknown_function": "a call to a name that is neither a tool, an allowed builtin nor defined in the snippet",
+    "unknown_module_attribute": "a numpy attribute that is not on the allow-list",
+    "unknown_method": "a method that is not on the allow-list",
+    "dynamic_call": "a call of something other than a plain name or attribute",
+    "wrong_arity": "too many or too few arguments for the function's signature",
+    "unknown_keyword": "a keyword argument the function does not have",
+    "unverifiable_call": "a tool call with *args or **kwargs unpacking, which cannot be checked",
+    "shadows_tool": "a definition or assignment that replaces a tool",
+    "undefined_name": "a name that is read but never defined",
+    "unbounded_loop": "a `while True` loop with no break or return",
+}
+
+ALLOWED_BUILTINS = frozenset({
+    "abs", "all", "any", "bool", "dict", "enumerate", "filter", "float", "int", "isinstance", "len", "list", "map",
+    "max", "min", "print", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip",
+    "Exception", "ValueError", "RuntimeError", "KeyError", "IndexError", "TypeError",
+})
+
+FORBIDDEN_NAMES = frozenset({
+    "exec", "eval", "compile", "open", "__import__", "globals", "locals", "vars", "getattr", "setattr", "delattr",
+    "hasattr", "input", "breakpoint", "exit", "quit", "help", "dir", "id", "type", "object", "super", "memoryview",
+    "classmethod", "staticmethod", "property", "__builtins__", "__loader__", "__spec__",
+})
+
+#: Attributes of ``numpy`` (as ``np.<dotted>``) generated code may use.
+NUMPY_ATTRIBUTES = frozenset({
+    "array", "asarray", "zeros", "ones", "full", "eye", "linspace", "arange", "concatenate", "stack", "vstack",
+    "hstack", "dot", "cross", "mean", "sum", "min", "max", "abs", "sqrt", "clip", "sign", "round", "maximum",
+    "minimum", "argmin", "argmax", "allclose", "isclose", "any", "all", "cos", "sin", "tan", "arctan2", "arccos",
+    "deg2rad", "rad2deg", "radians", "degrees", "pi", "inf", "linalg.norm",
+})
+
+#: Methods generated code may call on values (lists, dicts, sets, strings, numpy arrays).
+ALLOWED_METHODS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "index", "count", "sort", "reverse", "copy", "clear",
+    "get", "items", "keys", "values", "update", "setdefault", "add", "discard", "union", "intersection", "difference",
+    "startswith", "endswith", "split", "rsplit", "strip", "lstrip", "rstrip", "lower", "upper", "replace", "format",
+    "join", "find", "title", "capitalize", "isdigit", "tolist", "dot", "flatten", "reshape", "mean", "sum", "min",
+    "max", "item",
+})
+
+FORBIDDEN_STATEMENTS: tuple[str, ...] = (
+    "ClassDef", "Global", "Nonlocal", "AsyncFunctionDef", "AsyncFor", "AsyncWith", "Await", "Yield", "YieldFrom",
+)
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    message: str
+    line: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.code not in REASON_CODES:
+            raise ValueError(f"unknown reason code {self.code!r}")
+
+    def __str__(self) -> str:
+        where = f" (line {self.line})" if self.line is not None else ""
+        return f"{self.code}{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[Reason, ...] = ()
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """Distinct reason codes, in order of first appearance."""
+        return tuple(dict.fromkeys(r.code for r in self.reasons))
+
+    def messages(self) -> list[str]:
+        return [str(r) for r in self.reasons]
+
+
+@dataclass(frozen=True)
+class CodePolicy:
+    tools: Mapping[str, ToolSpec] = field(default_factory=lambda: dict(TOOL_SPECS))
+    builtins: frozenset[str] = ALLOWED_BUILTINS
+    modules: Mapping[str, frozenset[str]] = field(default_factory=lambda: {"np": NUMPY_ATTRIBUTES})
+    methods: frozenset[str] = ALLOWED_METHODS
+    forbidden_names: frozenset[str] = FORBIDDEN_NAMES
+    forbidden_statements: tuple[str, ...] = FORBIDDEN_STATEMENTS
+
+    def __post_init__(self) -> None:
+        clash = (self.builtins | frozenset(self.modules)) & (frozenset(self.tools) | self.forbidden_names)
+        if clash:
+            raise ValueError(f"policy lists {sorted(clash)} both as allowed and as tool or forbidden name")
+
+    @property
+    def known_names(self) -> frozenset[str]:
+        """Names a snippet may use without defining them."""
+        return frozenset(self.tools) | self.builtins | frozenset(self.modules)
+
+    def check(self, code: str) -> Verdict:
+        reasons = _code_checks.check(code, self)
+        return Verdict(ok=not reasons, reasons=tuple(reasons))
+
+    def undefined_calls(self, code: str) -> list[_code_checks.CallSite]:
+        """Calls of plain names that are neither known nor defined in ``code``, first call site per name, in order
+        of appearance; [] when the code does not parse. The hierarchical generator sends each to a sub-agent."""
+        return _code_checks.undefined_calls(code, self)
+
+    def defined_functions(self, code: str) -> list[str]:
+        """Names of the functions ``code`` defines at any level; [] when it does not parse."""
+        return _code_checks.defined_functions(code)
+
+    # ------------------------------------------------------------------------------------------ runtime side
+
+    def safe_builtins(self) -> dict[str, Any]:
+        """The ``__builtins__`` of the sandbox: exactly the allowed builtins."""
+        return {name: getattr(builtins, name) for name in sorted(self.builtins)}
+
+    def namespace(self, backend: ToolAPI) -> dict[str, Any]:
+        """Globals for executing a checked snippet against a robot backend: safe builtins, ``np`` and the tools."""
+        import numpy
+
+        namespace: dict[str, Any] = {"__builtins__": self.safe_builtins(), "np": numpy}
+        namespace.update({name: getattr(backend, name) for name in self.tools})
+        return namespace
+
+
+#: The policy every stage and the ROS runner use.
+DEFAULT_POLICY = CodePolicy()
+
+
+def check_snippet(code: str, policy: CodePolicy = DEFAULT_POLICY) -> Verdict:
+    """Check one snippet against the policy; the verdict carries every reason it fails."""
+    return policy.check(code)

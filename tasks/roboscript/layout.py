@@ -1,0 +1,23 @@
+"""Where the RoboScript stages read and write: one place, so flows, tests and ``dvc.yaml`` agree.
+
+Everything hangs off ``tasks.paths`` (so ``EMBP_ROOT`` moves it all to a temporary copy of the repository).
+"""
+
+from __future__ import annotations
+
+from tasks import paths
+
+DATA = paths.DATA / "roboscript"
+WORLDS = DATA / "worlds"
+"""``world_NNNN.json`` (world definitions), ``pictures/world_NNNN.png``, ``worlds.parquet``,
+``placement_failures.parquet``, ``catalog_rejects.parquet``."""
+PICTURES = WORLDS / "pictures"
+BENCHMARK = DATA / "benchmark"
+"""``<task id>.json`` and ``pictures/<task id>.png`` for the eight tasks of Table I, ``tasks.parquet``."""
+QUERIES = DATA / "queries"
+CODEGEN = DATA / "codegen"
+REPORTS = paths.REPORTS / "roboscript"
+
+#: LLM response caches of the two prompting stages (DVC ``persist`` outputs, not versioned).
+QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
+CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
