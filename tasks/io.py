@@ -13,6 +13,15 @@ from typing import Any
 import pandas as pd
 
 
+def _default_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _default_mode()  # what open() would give: mkstemp's 0600 is too strict for shared outputs
+
+
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed over ``path`` in one step."""
@@ -23,6 +32,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, _FILE_MODE)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():

@@ -109,6 +109,9 @@ def test_each_task_type_plans_and_replays_to_a_win(task_type, metadata_dir, plan
     assert samples[0].meta["action"] is None and samples[-1].meta["action"] == record.actions[-1]
     assert all(s.meta["renderer"] == "schematic" and s.meta["grammar"] == "alfworld-0.4" for s in samples)
     assert samples[0].image[:8] == b"\x89PNG\r\n\x1a\n"
+    for s in samples:  # the agent faces the receptacle it went to, also where several share one location
+        if (s.meta["action"] or "").startswith("go to "):
+            assert s.meta["world_state"]["agent_at"] == s.meta["action"][len("go to "):]
 
 
 def test_muep_grammar_uses_put_in_on(metadata_dir, planner, renderer, tmp_path):

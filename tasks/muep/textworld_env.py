@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 from tasks.errors import DataError
 from tasks.muep import alfworld_data
@@ -118,10 +118,22 @@ class Game:
     env: object = field(repr=False)
     location_of: dict[str, str] = field(default_factory=dict)  # location id -> first receptacle name there
 
+    facing: str | None = None  # the receptacle the agent last went to (several can share one location)
+
     def _state(self, step: int, action: str | None) -> WorldState:
-        return state_from_facts(self.env.state["_facts"], self.problem.names, self.location_of, step, action)
+        state = state_from_facts(self.env.state["_facts"], self.problem.names, self.location_of, step, action)
+        if self.facing is not None and state.agent_at is not None:
+            here = self.location_by_name.get(state.agent_at)
+            if here is not None and here == self.location_by_name.get(self.facing):
+                state.agent_at = self.facing
+        return state
+
+    @cached_property
+    def location_by_name(self) -> dict[str, str]:
+        return {r.name: r.location for r in self.problem.receptacles}
 
     def reset(self) -> tuple[str, WorldState]:
+        self.facing = None
         with _one_translation():
             state = self.env.reset()
         return state.feedback, self._state(0, None)
@@ -133,6 +145,8 @@ class Game:
         valid = command in self.env.state["_valid_commands"]
         with _argv_guard():
             state, _, _ = self.env.step(command)
+        if valid and command.startswith("go to "):
+            self.facing = command[len("go to "):]
         return Step(command, state.feedback, valid, bool(state["won"]), self._state(index, command))
 
     def won(self) -> bool:
