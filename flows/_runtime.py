@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from typing import Any
 
 from tasks.errors import PipelineError
@@ -38,12 +39,43 @@ def configure_logging() -> None:
         logging.getLogger(name).addFilter(_PipelineErrorsWithoutTraceback())
 
 
+def _drain_prefect_workers() -> None:
+    for module, name in (("prefect.logging.handlers", "APILogWorker"), ("prefect.events.worker", "EventsWorker")):
+        try:
+            worker = getattr(__import__(module, fromlist=[name]), name)
+            worker.drain_all(timeout=5)
+        except Exception:  # noqa: BLE001 - logs and events are best effort; the stage's outcome is decided
+            pass
+
+
+@contextmanager
+def shared_prefect_server():
+    """With no ``PREFECT_API_URL``, start one temporary Prefect server for the whole stage and point every process
+    at it. Prefect would otherwise start one per process: the flow's, and one in each process-pool worker (~8 s
+    each). With ``PREFECT_API_URL`` set, this does nothing: runs go to that server."""
+    if os.environ.get("PREFECT_API_URL") or os.environ.get("EMBP_PREFECT_PER_PROCESS"):
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()
+    server.start()
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        yield
+    finally:
+        _drain_prefect_workers()  # send the last run logs and events while the server still listens
+        os.environ.pop("PREFECT_API_URL", None)
+        server.stop()
+
+
 def run_stage(stage: str, flow: Callable[..., Any], params_file: str | None = None) -> int:
     """Validate params, run the flow, and turn failures into one paragraph and an exit code."""
     configure_logging()
     try:
         load_params(params_file)  # fail on bad params before Prefect starts or anything is written
-        flow(params_file=params_file)
+        with shared_prefect_server():
+            flow(params_file=params_file)
     except PipelineError as exc:
         print(f"\nerror in stage {stage}: {exc.paragraph()}", file=sys.stderr)
         return 2

@@ -249,24 +249,11 @@ def test_selection_covers_every_split_and_type(metadata_dir):
 def test_kill_9_mid_run_then_rerun_finishes_only_the_rest(metadata_dir, tmp_path):
     """The real flow in a subprocess, killed with SIGKILL after its first batch; the rerun completes the others."""
     import os
-    import shutil
     import signal
     import subprocess
-    import sys
 
-    import yaml
-
-    root = tmp_path / "root"
-    shutil.copytree(metadata_dir, root / "data/muep/metadata")
-    write_records(root / "data/muep/filter/accepted.parquet",
-                  [TaskRecord(**(t | {"split": "seen"}))
-                   for t in _tasks_for_batches(metadata_dir).to_dict("records")], TaskRecord)
+    root, cmd, env = _flow_root(metadata_dir, tmp_path, episodes=None, batch_size=1, task_runner="sequential")
     repo = Path(__file__).resolve().parent.parent
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["muep"]["demos"].update(episodes=None, batch_size=1, task_runner="sequential", render_size=160)
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    env = os.environ | {"EMBP_ROOT": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    cmd = [sys.executable, "-m", "flows.muep_demos", "--params", str(root / "params.yaml")]
     parts = root / "data/muep/demos/parts"
 
     log = tmp_path / "first-run.log"
@@ -292,3 +279,36 @@ def test_kill_9_mid_run_then_rerun_finishes_only_the_rest(metadata_dir, tmp_path
     assert not list((root / "data/muep/demos/shards").glob(".*.tmp"))
     report = json.loads((root / "reports/muep/demos.json").read_text())
     assert report["episodes"] == 4 and report["image_text_pairs"] == int(index.n_samples.sum())
+
+
+def _flow_root(metadata_dir: Path, tmp_path: Path, **demos) -> tuple[Path, list[str], dict]:
+    import os
+    import shutil
+    import sys
+
+    import yaml
+
+    root = tmp_path / "root"
+    shutil.copytree(metadata_dir, root / "data/muep/metadata")
+    write_records(root / "data/muep/filter/accepted.parquet",
+                  [TaskRecord(**(t | {"split": "seen"}))
+                   for t in _tasks_for_batches(metadata_dir).to_dict("records")], TaskRecord)
+    repo = Path(__file__).resolve().parent.parent
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["muep"]["demos"].update(render_size=160, **demos)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    env = os.environ | {"EMBP_ROOT": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    return root, [sys.executable, "-m", "flows.muep_demos", "--params", str(root / "params.yaml")], env
+
+
+def test_rollouts_on_a_dask_cluster(metadata_dir, tmp_path):
+    """task_runner: dask with no address starts a local Dask cluster (one thread per worker process)."""
+    import subprocess
+
+    root, cmd, env = _flow_root(metadata_dir, tmp_path, episodes=2, batch_size=1, task_runner="dask", workers=1)
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on dask x1" in done.stderr
+    index = pd.read_parquet(root / "data/muep/demos/episodes.parquet")
+    assert len(index) == 2 and set(index.status) == {"ok"}

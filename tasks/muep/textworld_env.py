@@ -72,7 +72,7 @@ def _argv_guard():
 
 
 @contextmanager
-def _one_translation():
+def single_translation():
     """Translate each (domain, problem) to SAS once instead of four times.
 
     TextWorld's ``PddlState`` translates the problem twice (a plain task, and an "optimised" one that only its
@@ -134,7 +134,7 @@ class Game:
 
     def reset(self) -> tuple[str, WorldState]:
         self.facing = None
-        with _one_translation():
+        with single_translation():
             state = self.env.reset()
         return state.feedback, self._state(0, None)
 
@@ -158,7 +158,7 @@ def load_game(problem: Problem, instruction: str, grammar: str = "alfworld-0.4")
     from textworld.envs.pddl import PddlEnv
 
     env = PddlEnv(textworld.EnvInfos(admissible_commands=True, facts=False, won=True))
-    with _one_translation():
+    with single_translation():
         env.load(game_data(problem, instruction, grammar))
     names = problem.names
     for key, info in env._entity_infos.items():  # noqa: SLF001 - TextWorld reads display names from here
