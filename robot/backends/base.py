@@ -1,0 +1,180 @@
+"""What every robot backend provides to the tool implementation (``robot/tools_impl.py``).
+
+The tools (perception, grasp and place poses, arcs, argument checks) are written once over these primitives; a
+backend only knows its robot: the simulated arm in PyBullet (``sim``) or MoveIt driving a real arm or Gazebo
+(``moveit``). Positions are world-frame metres, orientations unit quaternions (x, y, z, w); the tool frame is the
+point between the fingertips, its z axis the approach direction and its y axis the direction the fingers close.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from robot.tool_api import Pose
+from tasks.roboscript.benchmark import WorldState
+from tasks.roboscript.world import Model, World
+
+
+@dataclass(frozen=True)
+class WorkspaceLimits:
+    """Where the tool frame may go: a box over the table and a horizontal reach around the robot's base."""
+
+    x: tuple[float, float]
+    y: tuple[float, float]
+    z: tuple[float, float]
+    base: tuple[float, float, float]
+    reach: float
+
+    @classmethod
+    def of_world(cls, world: World, height_above_table: float = 0.7, reach: float | None = None) -> WorkspaceLimits:
+        x0, y0, x1, y1 = world.table.bounds()
+        top = world.table.height
+        base = (world.robot.base_x, world.robot.base_y, top)
+        return cls((x0, x1), (y0, y1), (top, top + height_above_table), base, reach or world.robot.reach)
+
+    def violation(self, position: np.ndarray) -> str | None:
+        """Why a tool-frame position is outside the workspace, or None when it is inside."""
+        x, y, z = (float(v) for v in position)
+        for axis, value, (lo, hi) in (("x", x, self.x), ("y", y, self.y), ("z", z, self.z)):
+            if not lo - 1e-9 <= value <= hi + 1e-9:
+                return f"{axis} = {value:.3f} m is outside the workspace [{lo:.3f}, {hi:.3f}]"
+        dist = math.hypot(x - self.base[0], y - self.base[1])
+        if dist > self.reach + 1e-9:
+            return f"{dist:.3f} m from the robot's base is beyond its reach of {self.reach:.3f} m"
+        return None
+
+    def as_dict(self) -> dict:
+        return {"x": list(self.x), "y": list(self.y), "z": list(self.z), "reach": self.reach}
+
+
+@dataclass(frozen=True)
+class JointState:
+    """An articulated joint of a cabinet part, as it is now."""
+
+    part: str
+    handle: str
+    type: str
+    """prismatic | revolute"""
+    axis: np.ndarray
+    """Prismatic: the world direction the part opens along. Revolute: the hinge axis (right-hand rule)."""
+    origin: np.ndarray
+    """Prismatic: the handle's centre now. Revolute: a point on the hinge axis."""
+    value: float
+    lower: float
+    upper: float
+
+
+class RobotBackend(ABC):
+    """One robot and its scene. Motion methods raise :class:`~robot.errors.PlanningError` when they cannot plan."""
+
+    name: str = "backend"
+    arm: str = "panda"
+    gripper_max_opening: float = 0.07
+    finger_reach: float = 0.011
+    """How far the fingertips reach beyond the tool frame along the approach direction (m)."""
+
+    #: Called with no arguments between control ticks; raising from it aborts the motion (cancellation).
+    interrupt: Callable[[], None] | None = None
+
+    # ------------------------------------------------------------------------------------------------ scene
+
+    @abstractmethod
+    def load_world(self, world: World) -> None:
+        """Build (sim) or bind (real robot) the scene of a world definition."""
+
+    @abstractmethod
+    def reset(self, seed: int, jitter_m: float = 0.0) -> None:
+        """Back to the world's initial state for a new repeat; the sim displaces loose objects by up to jitter_m."""
+
+    @property
+    @abstractmethod
+    def world(self) -> World: ...
+
+    @property
+    @abstractmethod
+    def workspace(self) -> WorkspaceLimits: ...
+
+    def model(self, name: str) -> Model:
+        return self.world.model(name)
+
+    @abstractmethod
+    def model_names(self) -> list[str]:
+        """Every model name, the table first."""
+
+    @abstractmethod
+    def model_box(self, name: str) -> np.ndarray:
+        """Ground-truth axis-aligned bounding box [x0, y0, z0, x1, y1, z1] now."""
+
+    @abstractmethod
+    def model_pose(self, name: str) -> Pose:
+        """Ground-truth pose (bounding-box centre, orientation) now."""
+
+    @abstractmethod
+    def joint_states(self) -> list[JointState]: ...
+
+    def world_state(self) -> WorldState:
+        """What the evaluation items are checked against."""
+        from tasks.roboscript.geometry import Box
+
+        boxes = {name: Box.of(self.model_box(name).tolist()) for name in self.model_names() if name != "table"}
+        return WorldState(boxes, {j.part: j.value for j in self.joint_states()})
+
+    # ------------------------------------------------------------------------------------------------ arm
+
+    @abstractmethod
+    def tool_pose(self) -> Pose: ...
+
+    def reachable(self, pose: Pose) -> bool:
+        """Whether inverse kinematics finds the pose (collisions aside); lets grasp tools pick a reachable one."""
+        return True
+
+    @abstractmethod
+    def go_home(self) -> None: ...
+
+    @abstractmethod
+    def move_to(self, pose: Pose, ignore: frozenset[str] = frozenset()) -> None:
+        """Plan a collision-free motion to a tool pose (models in ``ignore`` may be touched) and execute it."""
+
+    @abstractmethod
+    def move_cartesian(self, waypoints: list[Pose], ignore: frozenset[str] = frozenset()) -> tuple[float, str]:
+        """Move the tool frame along straight segments through the waypoints, as far as it can (like MoveIt's
+        Cartesian planning); returns the fraction of the path done and why it stopped short ("" when it did not).
+        Raises PlanningError when not even the first step is possible."""
+
+    def approach(self, pre: Pose, target: Pose, ignore: frozenset[str] = frozenset()) -> tuple[float, str]:
+        """Move to a pre-grasp pose, then straight to the grasp pose (``ignore``: what the fingers may touch)."""
+        self.move_to(pre)
+        return self.move_cartesian([target], ignore)
+
+    @abstractmethod
+    def open_gripper(self) -> None: ...
+
+    @abstractmethod
+    def close_gripper(self) -> str | None:
+        """Close until the fingers hold something; returns the held model's name or None."""
+
+    @property
+    @abstractmethod
+    def held(self) -> str | None: ...
+
+    def gripper_opening(self) -> float:
+        """Distance between the fingers now (m)."""
+        return self.gripper_max_opening
+
+    @abstractmethod
+    def attach(self, name: str) -> None: ...
+
+    @abstractmethod
+    def detach(self, name: str) -> None: ...
+
+    @property
+    @abstractmethod
+    def attached(self) -> frozenset[str]: ...
+
+    def close(self) -> None:
+        """Release the backend's resources."""

@@ -1,0 +1,438 @@
+"""``sim``: the embedded robot -- PyBullet in DIRECT mode (no display), Franka Panda or UR5 on the world's table.
+
+How it moves. The arm is position-controlled kinematically: every control tick sets the joints to the next point of
+a planned path and steps the physics, so loose objects the arm touches are pushed, fall and settle under gravity.
+Plans are straight joint-space paths checked for collisions at every tick (the robot and what it carries against
+every model), with an "up, over and down" detour when the straight path is blocked; Cartesian motions follow the
+line by inverse kinematics at 1 cm spacing. An unreachable pose or a blocked path raises PlanningError.
+
+How it grasps. Closing moves each finger until it touches something. When both fingers touch the same loose object
+it is held: it follows the tool frame rigidly until the gripper opens, as Gazebo's grasp plugin does (friction
+grasps are not what the benchmark measures). When both touch a drawer's or door's handle, the part follows the
+hand along its joint -- pulled out along a prismatic axis, swung about a hinge, within the joint's limits -- and
+the grasp slips when the hand leaves the handle by more than 2.5 cm (pulling the wrong way loses the handle).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+
+from robot.backends.arms import HOME_OFFSET, load_arm
+from robot.backends.base import JointState, RobotBackend, WorkspaceLimits
+from robot.backends.sim_motion import MotionPlanner
+from robot.backends.sim_scene import SceneBuilder, SimModel
+from robot.errors import BackendUnavailable, ToolArgumentError
+from robot.tool_api import Pose
+from tasks.roboscript.catalog import load_catalog
+from tasks.roboscript.world import World
+
+SLIP_M = 0.025
+SETTLE_STEPS = 240
+
+
+def _import_pybullet():
+    try:
+        import pybullet
+    except ImportError:
+        raise BackendUnavailable("the sim backend needs PyBullet, which is not installed.",
+                                 hint="pip install pybullet==3.2.7 (pinned in pyproject.toml).") from None
+    return pybullet
+
+
+def _quat_rotate(q, v) -> np.ndarray:
+    x, y, z, w = q
+    u = np.array([x, y, z])
+    v = np.asarray(v, dtype=float)
+    return 2 * np.dot(u, v) * u + (w * w - np.dot(u, u)) * v + 2 * w * np.cross(u, v)
+
+
+def _axis_angle_quat(axis, angle: float) -> list[float]:
+    axis = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    s = math.sin(angle / 2)
+    return [*(axis * s), math.cos(angle / 2)]
+
+
+class _Held:
+    """What the gripper holds: a loose body (rigid relative transform) or a cabinet part (joint coupling)."""
+
+    def __init__(self, name: str, model: SimModel, rel=None, joint=None, grip_local=None, v0=0.0, tool0=None):
+        self.name, self.model, self.rel = name, model, rel
+        self.joint, self.grip_local, self.v0, self.tool0 = joint, grip_local, v0, tool0
+
+
+class SimBackend(RobotBackend):
+    name = "sim"
+
+    def __init__(self, arm: str = "panda", time_step: float = 1 / 240, substeps: int = 2):
+        pb = _import_pybullet()
+        self.pb = pb
+        self.client = pb.connect(pb.DIRECT)
+        pb.setGravity(0, 0, -9.81, physicsClientId=self.client)
+        pb.setTimeStep(time_step, physicsClientId=self.client)
+        self.substeps = substeps
+        self.arm = arm
+        self.robot = load_arm(pb, self.client, arm)
+        self.gripper_max_opening = self.robot.max_opening
+        self.catalog = load_catalog()
+        self.builder = SceneBuilder(pb, self.client, self.catalog)
+        self.planner = MotionPlanner(self)
+        self._world: World | None = None
+        self._models: dict[str, SimModel] = {}
+        self._joints: dict[str, tuple[int, int, object]] = {}  # part -> (body, joint index, world Joint)
+        self._saved: int | None = None
+        self._held: _Held | None = None
+        self._finger_values: list[float] = [self.robot.finger_open] * len(self.robot.fingers)
+        self._attached: set[str] = set()
+        self.slipped: list[str] = []
+
+    # ------------------------------------------------------------------------------------------------ scene
+
+    @property
+    def world(self) -> World:
+        if self._world is None:
+            raise RuntimeError("no world loaded")
+        return self._world
+
+    @property
+    def workspace(self) -> WorkspaceLimits:
+        return WorkspaceLimits.of_world(self.world)
+
+    def load_world(self, world: World) -> None:
+        pb = self.pb
+        for model in {m.body for m in self._models.values()}:
+            pb.removeBody(model, physicsClientId=self.client)
+        if self._saved is not None:
+            pb.removeState(self._saved, physicsClientId=self.client)
+        self._world, self._held, self._attached = world, None, set()
+        base = (world.robot.base_x, world.robot.base_y, world.table.height)
+        pb.resetBasePositionAndOrientation(self.robot.body, base, (0, 0, 0, 1), physicsClientId=self.client)
+        self._models = self.builder.build(world)
+        self._joints = {}
+        for joint in world.joints:
+            part = self._models[joint.part]
+            self._joints[joint.part] = (part.body, part.link, joint)
+            pb.resetJointState(part.body, part.link, joint.value, physicsClientId=self.client)
+        self._set_home()
+        self._set_q(self.robot.home)
+        self._set_fingers(self.robot.finger_open)
+        self._step(60)
+        self._saved = pb.saveState(physicsClientId=self.client)
+
+    def _set_home(self) -> None:
+        """The home configuration: the Panda's ready pose; for the UR5, IK to the same tool pose."""
+        if self.arm == "panda":
+            return
+        base = self.world.robot
+        target = (base.base_x + HOME_OFFSET[0], base.base_y + HOME_OFFSET[1], self.world.table.height + HOME_OFFSET[2])
+        q = self.planner.ik(Pose(target, (1.0, 0.0, 0.0, 0.0)), self.robot.home)
+        if q is not None:
+            self.robot.home = q
+
+    def reset(self, seed: int, jitter_m: float = 0.0) -> None:
+        pb = self.pb
+        pb.restoreState(self._saved, physicsClientId=self.client)
+        self._held, self._attached, self.slipped = None, set(), []
+        if jitter_m > 0:
+            rng = random.Random(seed)
+            for model in self.world.models:
+                if model.parent != "table" or model.kind not in ("object", "container"):
+                    continue
+                dx, dy = rng.uniform(-jitter_m, jitter_m), rng.uniform(-jitter_m, jitter_m)
+                for name in [model.name, *(m.name for m in self.world.models if m.parent == model.name)]:
+                    sim = self._models[name]
+                    pos, orn = pb.getBasePositionAndOrientation(sim.body, physicsClientId=self.client)
+                    pb.resetBasePositionAndOrientation(sim.body, (pos[0] + dx, pos[1] + dy, pos[2]), orn,
+                                                       physicsClientId=self.client)
+        self._set_q(self.robot.home)
+        self._set_fingers(self.robot.finger_open)
+        self._step(30)
+
+    def sim_model(self, name: str) -> SimModel:
+        try:
+            return self._models[name]
+        except KeyError:
+            raise ToolArgumentError(f"there is no object named {name!r} in the scene; known: "
+                                    f"{', '.join(self.model_names())}") from None
+
+    def model_names(self) -> list[str]:
+        return ["table", *(m.name for m in self.world.models)]
+
+    def _body_pose(self, model: SimModel) -> tuple[np.ndarray, tuple]:
+        pb = self.pb
+        if model.link >= 0:
+            state = pb.getLinkState(model.body, model.link, computeForwardKinematics=True, physicsClientId=self.client)
+            return np.array(state[4]), state[5]
+        pos, orn = pb.getBasePositionAndOrientation(model.body, physicsClientId=self.client)
+        return np.array(pos), orn
+
+    def model_box(self, name: str) -> np.ndarray:
+        model = self.sim_model(name)
+        if name == "table" or model.shape == "cabinet":
+            source = self.world.table if name == "table" else None
+            if source is not None:
+                x0, y0, x1, y1 = source.bounds()
+                return np.array([x0, y0, 0.0, x1, y1, source.height])
+            return np.array(self.world.model(name).bbox.as_list())
+        if model.shape == "part":
+            return self._part_box(name)
+        pos, orn = self._body_pose(model)
+        if model.shape == "sphere":
+            return np.concatenate([pos - model.half, pos + model.half])
+        corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * model.half
+        world = np.array([_quat_rotate(orn, c) for c in corners]) + pos
+        return np.concatenate([world.min(axis=0), world.max(axis=0)])
+
+    def _part_box(self, name: str) -> np.ndarray:
+        """A drawer, door or handle's box: its world-file box carried along by its joint's current value."""
+        box = np.array(self.world.model(name).bbox.as_list())
+        joint = next((j for j in self.world.joints if name in (j.part, j.handle)), None)
+        if joint is None:
+            return box
+        value = self._joint_value(joint.part)
+        if joint.type == "prismatic":
+            shift = np.array(joint.axis) * (value - joint.value)
+            return box + np.concatenate([shift, shift])
+        corners = np.array([[box[i], box[j], box[k]] for i in (0, 3) for j in (1, 4) for k in (2, 5)])
+        q = _axis_angle_quat(joint.axis, value - joint.value)
+        origin = np.array(joint.origin)
+        moved = np.array([_quat_rotate(q, c - origin) for c in corners]) + origin
+        return np.concatenate([moved.min(axis=0), moved.max(axis=0)])
+
+    def model_pose(self, name: str) -> Pose:
+        model = self.sim_model(name)
+        box = self.model_box(name)
+        centre = tuple(float(v) for v in (box[:3] + box[3:]) / 2)
+        if model.shape in ("table", "cabinet"):
+            return Pose(centre, (0.0, 0.0, 0.0, 1.0))
+        _, orn = self._body_pose(model)
+        return Pose(centre, tuple(float(v) for v in orn))
+
+    def _joint_value(self, part: str) -> float:
+        body, index, _ = self._joints[part]
+        return float(self.pb.getJointState(body, index, physicsClientId=self.client)[0])
+
+    def joint_states(self) -> list[JointState]:
+        out = []
+        for part, (_, _, joint) in self._joints.items():
+            value = self._joint_value(part)
+            if joint.type == "prismatic":
+                origin = np.array(joint.origin) + np.array(joint.axis) * (value - joint.value)
+            else:
+                origin = np.array(joint.origin)
+            out.append(JointState(part, joint.handle, joint.type, np.array(joint.axis, dtype=float), origin, value,
+                                  joint.lower, joint.upper))
+        return out
+
+    # ------------------------------------------------------------------------------------------------ low level
+
+    def _step(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.pb.stepSimulation(physicsClientId=self.client)
+
+    def q(self) -> np.ndarray:
+        pb = self.pb
+        body, client = self.robot.body, self.client
+        return np.array([pb.getJointState(body, j, physicsClientId=client)[0] for j in self.robot.joints])
+
+    def _set_q(self, q) -> None:
+        for j, value in zip(self.robot.joints, q, strict=True):
+            self.pb.resetJointState(self.robot.body, j, float(value), physicsClientId=self.client)
+
+    def _set_fingers(self, value: float | list[float]) -> None:
+        values = [value] * len(self.robot.fingers) if isinstance(value, float) else list(value)
+        self._finger_values = values
+        for j, v in zip(self.robot.fingers, values, strict=True):
+            self.pb.resetJointState(self.robot.body, j, v, physicsClientId=self.client)
+
+    def tool_pose(self) -> Pose:
+        state = self.pb.getLinkState(self.robot.body, self.robot.tool_link, computeForwardKinematics=True,
+                                     physicsClientId=self.client)
+        return Pose(tuple(float(v) for v in state[4]), tuple(float(v) for v in state[5]))
+
+    def execute(self, path: list[np.ndarray]) -> None:
+        """Play a joint path tick by tick: set the joints, carry what is held, step the physics."""
+        for q in path:
+            if self.interrupt is not None:
+                self.interrupt()
+            self._set_q(q)
+            self._set_fingers(self._finger_values)  # the fingers hold their opening whatever pushes them
+            self._carry()
+            self._step(self.substeps)
+
+    def _carry(self) -> None:
+        held = self._held
+        if held is None:
+            return
+        pb = self.pb
+        tool = self.tool_pose()
+        if held.joint is None:
+            pos, orn = pb.multiplyTransforms(tool.position, tool.orientation, *held.rel)
+            pb.resetBasePositionAndOrientation(held.model.body, pos, orn, physicsClientId=self.client)
+            pb.resetBaseVelocity(held.model.body, (0, 0, 0), (0, 0, 0), physicsClientId=self.client)
+            return
+        body, index, joint = self._joints[held.joint]
+        hand = np.array(tool.position)
+        axis = np.array(joint.axis, dtype=float)
+        if joint.type == "prismatic":
+            value = held.v0 + float(np.dot(hand - held.tool0, axis))
+        else:
+            origin = np.array(joint.origin)
+            a = held.tool0 - origin
+            b = hand - origin
+            a -= np.dot(a, axis) * axis
+            b -= np.dot(b, axis) * axis
+            value = held.v0 + math.atan2(float(np.dot(np.cross(a, b), axis)), float(np.dot(a, b)))
+        value = min(max(value, joint.lower), joint.upper)
+        pb.resetJointState(body, index, value, physicsClientId=self.client)
+        link = pb.getLinkState(body, held.model.link, computeForwardKinematics=True, physicsClientId=self.client)
+        grip = np.array(pb.multiplyTransforms(link[4], link[5], held.grip_local, (0, 0, 0, 1))[0])
+        if np.linalg.norm(grip - hand) > SLIP_M:
+            self.slipped.append(held.name)
+            self._held = None
+
+    # ------------------------------------------------------------------------------------------------ arm
+
+    def reachable(self, pose: Pose) -> bool:
+        return self.planner.ik(pose, self.q()) is not None
+
+    def go_home(self) -> None:
+        self.planner.move_joints(self.robot.home, frozenset())
+
+    def move_to(self, pose: Pose, ignore: frozenset[str] = frozenset()) -> None:
+        self.planner.move_to(pose, ignore)
+
+    def move_cartesian(self, waypoints: list[Pose], ignore: frozenset[str] = frozenset()) -> tuple[float, str]:
+        return self.planner.cartesian(waypoints, ignore)
+
+    def approach(self, pre: Pose, target: Pose, ignore: frozenset[str] = frozenset()) -> tuple[float, str]:
+        return self.planner.approach(pre, target, ignore)
+
+    # ------------------------------------------------------------------------------------------------ gripper
+
+    @property
+    def held(self) -> str | None:
+        return None if self._held is None else self._held.name
+
+    def gripper_opening(self) -> float:
+        return float(sum(self._finger_values)) / (2 * self.robot.finger_open) * self.robot.max_opening
+
+    @property
+    def attached(self) -> frozenset[str]:
+        return frozenset(self._attached)
+
+    def attach(self, name: str) -> None:
+        self.sim_model(name)
+        self._attached.add(name)
+
+    def detach(self, name: str) -> None:
+        self.sim_model(name)
+        self._attached.discard(name)
+
+    def _finger_contacts(self, finger: int, within: float = 0.0008) -> set[tuple[int, int]]:
+        """(body, link) of the models a finger is closer to than ``within`` (negative: penetrating that deep)."""
+        pb = self.pb
+        out = set()
+        for model in self._models.values():
+            points = pb.getClosestPoints(self.robot.body, model.body, max(within, 0.0), linkIndexA=finger,
+                                         linkIndexB=model.link, physicsClientId=self.client)
+            if any(p[8] <= within for p in points):
+                out.add((model.body, model.link))
+        return out
+
+    def open_gripper(self) -> None:
+        pb = self.pb
+        self._held = None
+        current = pb.getJointState(self.robot.body, self.robot.fingers[0], physicsClientId=self.client)[0]
+        for value in np.linspace(current, self.robot.finger_open, 8):
+            self._set_fingers(float(value))
+            self._step(self.substeps)
+        self.settle()
+
+    def settle(self, max_steps: int = SETTLE_STEPS) -> None:
+        """Step until loose bodies are still (or max_steps)."""
+        pb = self.pb
+        dynamic = [m.body for m in self._models.values() if m.dynamic]
+        for i in range(0, max_steps, 10):
+            self._step(10)
+            if i >= 30 and all(np.linalg.norm(pb.getBaseVelocity(b, physicsClientId=self.client)[0]) < 2e-3
+                               for b in dynamic):
+                break
+
+    def close_gripper(self) -> str | None:
+        pb = self.pb
+        fingers = self.robot.fingers
+        values = list(self._finger_values)
+        # A body a finger is already inside was wider than the opening: the finger landed on it, it cannot be held.
+        blocked = self._finger_contacts(fingers[0], -0.003) | self._finger_contacts(fingers[1], -0.003)
+        touching: list[set] = [set(), set()]
+        moving = [True, True]
+        while any(moving):
+            for i, finger in enumerate(fingers):
+                if not moving[i]:
+                    continue
+                contacts = self._finger_contacts(finger)
+                if contacts:
+                    touching[i], moving[i] = contacts, False
+                    continue
+                values[i] = max(0.0, values[i] - 0.0015)
+                pb.resetJointState(self.robot.body, finger, values[i], physicsClientId=self.client)
+                if values[i] <= 0.0:
+                    moving[i] = False
+                    touching[i] = self._finger_contacts(finger)
+        self._finger_values = values
+        self._held = None
+        target = self._holdable(touching, blocked)
+        if target is not None:
+            self._grab(target)
+        self._step(self.substeps)
+        return self.held
+
+    def _holdable(self, touching: list[set], blocked: set) -> str | None:
+        """What closing fingers hold: a loose body both fingers touch (and neither was already inside), or a
+        cabinet handle that one finger touches while the other touches the handle or the drawer/door it is on
+        (a flush pull is pinched against its front)."""
+        names = [{self._name_of(b, link) for b, link in t} - {None} for t in touching]
+        loose = [n for n in names[0] & names[1] if self._models[n].dynamic and
+                 (self._models[n].body, self._models[n].link) not in blocked]
+        if loose:
+            return sorted(loose)[0]
+        for joint in self.world.joints:
+            for a, b in ((0, 1), (1, 0)):
+                if joint.handle in names[a] and names[b] & {joint.handle, joint.part}:
+                    return joint.handle
+        return None
+
+    def _name_of(self, body: int, link: int) -> str | None:
+        for model in self._models.values():
+            if model.body == body and model.link == link:
+                return model.name
+        return None
+
+    def _grab(self, name: str) -> None:
+        pb = self.pb
+        model = self._models[name]
+        tool = self.tool_pose()
+        if model.dynamic:
+            pos, orn = pb.getBasePositionAndOrientation(model.body, physicsClientId=self.client)
+            inv = pb.invertTransform(tool.position, tool.orientation)
+            rel = pb.multiplyTransforms(inv[0], inv[1], pos, orn)
+            self._held = _Held(name, model, rel=rel)
+            return
+        joint = next((j for j in self.world.joints if name in (j.part, j.handle)), None)
+        if joint is None:
+            return
+        link = pb.getLinkState(model.body, model.link, computeForwardKinematics=True, physicsClientId=self.client)
+        inv = pb.invertTransform(link[4], link[5])
+        grip_local = pb.multiplyTransforms(inv[0], inv[1], tool.position, (0, 0, 0, 1))[0]
+        self._held = _Held(name, model, joint=joint.part, grip_local=grip_local, v0=self._joint_value(joint.part),
+                           tool0=np.array(tool.position))
+
+    def close(self) -> None:
+        try:
+            self.pb.disconnect(physicsClientId=self.client)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.builder.close()

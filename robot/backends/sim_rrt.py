@@ -1,0 +1,86 @@
+"""RRT-Connect in joint space with shortcut smoothing: the planner of last resort when neither the straight joint
+path nor the "up, over and down" detour is collision-free (an arm reaching round a cabinet's corner)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+Config = np.ndarray
+
+
+class _Tree:
+    def __init__(self, root: Config):
+        self.nodes = [root]
+        self.parents = [-1]
+
+    def nearest(self, q: Config) -> int:
+        return int(np.argmin(np.linalg.norm(np.array(self.nodes) - q, axis=1)))
+
+    def add(self, q: Config, parent: int) -> int:
+        self.nodes.append(q)
+        self.parents.append(parent)
+        return len(self.nodes) - 1
+
+    def path_to(self, index: int) -> list[Config]:
+        out = []
+        while index != -1:
+            out.append(self.nodes[index])
+            index = self.parents[index]
+        return out[::-1]
+
+
+def rrt_connect(start: Config, goal: Config, segment_free: Callable[[Config, Config], bool],
+                lower: np.ndarray, upper: np.ndarray, rng: np.random.Generator, step: float = 0.2,
+                time_limit_s: float = 4.0, goal_bias: float = 0.1) -> list[Config] | None:
+    """Waypoints from start to goal whose straight segments are all free, or None within the time limit."""
+    trees = (_Tree(start), _Tree(goal))
+    deadline = time.monotonic() + time_limit_s
+    while time.monotonic() < deadline:
+        a, b = trees
+        target = goal if (a is trees[0] and rng.random() < goal_bias) else rng.uniform(lower, upper)
+        new = _extend(a, target, segment_free, step)
+        if new is not None:
+            reached = _connect(b, a.nodes[new], segment_free, step)
+            if reached is not None:
+                first, second = (a, b) if a is trees[0] else (b, a)
+                i_first, i_second = (new, reached) if a is trees[0] else (reached, new)
+                return first.path_to(i_first) + second.path_to(i_second)[::-1][1:]
+        trees = (b, a)
+    return None
+
+
+def _extend(tree: _Tree, target: Config, segment_free, step: float) -> int | None:
+    near = tree.nearest(target)
+    q_near = tree.nodes[near]
+    delta = target - q_near
+    dist = float(np.linalg.norm(delta))
+    q_new = target if dist <= step else q_near + delta / dist * step
+    if not segment_free(q_near, q_new):
+        return None
+    return tree.add(q_new, near)
+
+
+def _connect(tree: _Tree, target: Config, segment_free, step: float) -> int | None:
+    while True:
+        index = _extend(tree, target, segment_free, step)
+        if index is None:
+            return None
+        if np.allclose(tree.nodes[index], target):
+            return index
+
+
+def shortcut(path: list[Config], segment_free: Callable[[Config, Config], bool], rng: np.random.Generator,
+             tries: int = 40) -> list[Config]:
+    path = list(path)
+    for _ in range(tries):
+        if len(path) < 3:
+            break
+        i, j = sorted(rng.choice(len(path), size=2, replace=False))
+        if j - i < 2:
+            continue
+        if segment_free(path[i], path[j]):
+            path = path[: i + 1] + path[j:]
+    return path

@@ -1,0 +1,190 @@
+"""One goal of a runner: parse and validate its JSON, run its repeats on a backend, build the result JSON.
+
+Goal (``request_json``)::
+
+    {"episode_id": "Simple_0/panda", "task_id": "Simple_0",
+     "world": {<world definition, roboscript-world/1>}  |  "world_file": "worlds/w0001.json",
+     "code": "...", "repeats": 10, "perception": "ground_truth" | "noisy",
+     "noise": {"position_m": 0.005, ...}, "pose_jitter_m": 0.005, "seed": 0,
+     "timeout_s": 60, "memory_mb": 512, "arm": "panda",
+     "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
+
+Only ``code`` and one of ``world`` / ``world_file`` are required. Result (``result_json``): ``ok`` (the goal could
+be run), ``error``, ``runner``, ``policy`` (the code check), and per repeat: ``status`` (robot/sandbox.py),
+``grammatical``, ``error``, ``steps``, ``notes``, ``stdout``, ``wall_s``, the evaluation ``items`` with their
+details, ``success`` (all items hold; null without items) and the final ``state`` (boxes, joint values).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from robot import sandbox, scoring
+from robot.backends.base import RobotBackend
+from robot.code_policy import DEFAULT_POLICY
+from robot.errors import GoalError
+from robot.params import NoiseParams
+from robot.perception import PERCEPTION_MODES, create_perception
+from robot.tools_impl import RobotTools
+from tasks.errors import DataError
+from tasks.roboscript.world import World, read_world
+
+MAX_REPEATS = 100
+
+
+@dataclass
+class Goal:
+    episode_id: str
+    world: World
+    code: str
+    repeats: int = 1
+    perception: str = "ground_truth"
+    noise: NoiseParams = field(default_factory=NoiseParams)
+    pose_jitter_m: float = 0.0
+    seed: int = 0
+    timeout_s: float = 60.0
+    memory_mb: int = 512
+    arm: str | None = None
+    task_id: str | None = None
+    evaluation: list = field(default_factory=list)
+
+
+def _field(data: dict, key: str, kind: type | tuple, default: Any = None, required: bool = False) -> Any:
+    if key not in data or data[key] is None:
+        if required:
+            raise GoalError(f"the goal has no '{key}'.")
+        return default
+    value = data[key]
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise GoalError(f"goal field '{key}' must be a number, got {value!r}.")
+    if not isinstance(value, kind):
+        name = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise GoalError(f"goal field '{key}' must be a {name}, got {type(value).__name__}.")
+    return value
+
+
+def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
+    """A validated goal, or :class:`GoalError` saying what is wrong with it."""
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise GoalError(f"the goal is not valid JSON: {exc}.") from None
+    if not isinstance(data, dict):
+        raise GoalError(f"the goal must be a JSON object, got {type(data).__name__}.")
+    code = _field(data, "code", str, required=True)
+    if "world" in data and data["world"] is not None:
+        world_data = _field(data, "world", dict)
+        try:
+            world = World.from_json(world_data, source="the goal's world")
+        except DataError as exc:
+            raise GoalError(str(exc)) from None
+    elif data.get("world_file"):
+        path = Path(_field(data, "world_file", str))
+        if not path.is_absolute() and world_dir is not None:
+            path = world_dir / path
+        try:
+            world = read_world(path)
+        except DataError as exc:
+            raise GoalError(f"unknown world: {exc}") from None
+    else:
+        raise GoalError("the goal names no world: give 'world' (inline) or 'world_file'.")
+    repeats = _field(data, "repeats", int, 1)
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise GoalError(f"repeats must be 1-{MAX_REPEATS}, got {repeats}.")
+    perception = _field(data, "perception", str, "ground_truth")
+    if perception not in PERCEPTION_MODES:
+        raise GoalError(f"unknown perception mode {perception!r}; known: {', '.join(PERCEPTION_MODES.names())}.")
+    try:
+        noise = NoiseParams.model_validate(_field(data, "noise", dict, {}))
+    except ValidationError as exc:
+        raise GoalError(f"invalid noise settings: {exc.errors()[0]['msg']}.") from None
+    timeout = float(_field(data, "timeout_s", (int, float), 60.0))
+    memory = _field(data, "memory_mb", int, 512)
+    jitter = float(_field(data, "pose_jitter_m", (int, float), 0.0))
+    if not (0 < timeout <= 3600 and 64 <= memory <= 65536 and 0 <= jitter <= 0.05):
+        raise GoalError("timeout_s must be in (0, 3600], memory_mb in [64, 65536], pose_jitter_m in [0, 0.05].")
+    try:
+        items = scoring.parse_items(_field(data, "evaluation", list, []), world)
+    except DataError as exc:
+        raise GoalError(str(exc)) from None
+    return Goal(episode_id=str(data.get("episode_id") or world.world_id), world=world, code=code, repeats=repeats,
+                perception=perception, noise=noise, pose_jitter_m=jitter, seed=_field(data, "seed", int, 0),
+                timeout_s=timeout, memory_mb=memory, arm=_field(data, "arm", str), task_id=data.get("task_id"),
+                evaluation=items)
+
+
+def error_result(message: str, runner: str = "", episode_id: str | None = None) -> dict:
+    return {"ok": False, "error": message, "runner": runner, "episode_id": episode_id, "repeats": []}
+
+
+def _state_json(state) -> dict:
+    return {"boxes": {k: [round(v, 5) for v in b.as_list()] for k, b in state.boxes.items()},
+            "joints": {k: round(v, 5) for k, v in state.joints.items()}}
+
+
+class EpisodeRunner:
+    """Runs goals on one backend (one robot): the runner node's work, also usable without ROS."""
+
+    def __init__(self, backend: RobotBackend, name: str = ""):
+        self.backend = backend
+        self.name = name
+        self._world_key: str | None = None
+
+    def _load(self, world: World) -> None:
+        key = json.dumps(world.to_json(), sort_keys=True)
+        if key != self._world_key:
+            self.backend.load_world(world)
+            self._world_key = key
+
+    def run(self, goal: Goal, on_feedback: Callable[[dict], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> dict:
+        started = time.monotonic()
+        if goal.arm and goal.arm != getattr(self.backend, "arm", goal.arm):
+            return error_result(f"this runner drives a {self.backend.arm}, the goal asks for a {goal.arm}.",
+                                self.name, goal.episode_id)
+        verdict = DEFAULT_POLICY.check(goal.code)
+        self._load(goal.world)
+        limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
+        repeats, cancelled = [], False
+        for index in range(goal.repeats):
+            if should_stop is not None and should_stop():
+                cancelled = True
+                break
+            repeats.append(self._repeat(goal, index, limits, on_feedback, should_stop))
+            if repeats[-1]["status"] == "cancelled":
+                cancelled = True
+                break
+        return {"ok": True, "error": None, "runner": self.name, "episode_id": goal.episode_id,
+                "task_id": goal.task_id, "arm": getattr(self.backend, "arm", None), "backend": self.backend.name,
+                "perception": goal.perception, "cancelled": cancelled,
+                "policy": {"ok": verdict.ok, "reasons": verdict.messages()}, "repeats": repeats,
+                "wall_s": round(time.monotonic() - started, 4)}
+
+    def _repeat(self, goal: Goal, index: int, limits: sandbox.Limits, on_feedback, should_stop) -> dict:
+        seed = goal.seed * 1000 + index
+        self.backend.reset(seed, goal.pose_jitter_m)
+        tools = RobotTools(self.backend, create_perception(goal.perception, self.backend, goal.noise, seed))
+
+        def step(record: dict) -> None:
+            if on_feedback is not None:
+                on_feedback({"episode_id": goal.episode_id, "repeat": index, **record})
+
+        outcome = sandbox.run_code(goal.code, tools, limits, on_step=step, should_stop=should_stop)
+        state = self.backend.world_state()
+        items = scoring.check_items(goal.evaluation, goal.world, state) if goal.evaluation else []
+        success = all(i["ok"] for i in items) if items else None
+        record = {"repeat": index, "seed": seed, "status": outcome.status, "grammatical": outcome.grammatical,
+                  "error": outcome.error, "reasons": outcome.reasons, "steps": outcome.steps,
+                  "stdout": outcome.stdout, "wall_s": outcome.wall_s, "items": items, "success": success,
+                  "state": _state_json(state)}
+        if on_feedback is not None:
+            on_feedback({"episode_id": goal.episode_id, "repeat": index, "done": True, "status": outcome.status,
+                         "success": success, "steps": outcome.steps})
+        return record

@@ -1,0 +1,149 @@
+"""The runner node: an actionlib server that runs generated code on one robot.
+
+    python -m robot.runner --ns /runner1 --backend sim [--arm panda] [--world-dir DIR]
+
+It serves ``<ns>/run_episodes`` (type ``embp_robot/RunEpisodesAction``, robot/msgs.py): a goal is a JSON request
+(robot/episode.py), feedback is published after every step (tool call) and at the end of every repeat, and the
+result carries every repeat's outcome. A goal it cannot run (malformed JSON, unknown world, wrong arm) is aborted
+with an error result; cancelling a goal kills the running code at once and stops the motion in progress, and the
+result holds the repeats finished so far. One goal at a time: a new goal preempts the running one, so a pool never
+sends a second goal to a busy runner.
+
+If the ROS master goes away for longer than ``--master-grace`` seconds, the runner exits with status 3 and says so
+(a pool restarts it once a master is back); rospy cannot re-register with a new master by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from robot import ros_env
+
+log = logging.getLogger("embp.runner")
+EXIT_MASTER_GONE = 3
+
+
+def _master_alive(caller_id: str) -> bool:
+    import rosgraph
+
+    try:
+        rosgraph.Master(caller_id).getPid()
+        return True
+    except Exception:  # noqa: BLE001 - socket errors, XML-RPC faults: the master is unreachable
+        return False
+
+
+def _watch_master(caller_id: str, grace_s: float) -> None:
+    lost_since = None
+    while True:
+        time.sleep(0.5)
+        if _master_alive(caller_id):
+            lost_since = None
+            continue
+        lost_since = lost_since or time.monotonic()
+        if time.monotonic() - lost_since > grace_s:
+            print(f"runner {caller_id}: the ROS master at {os.environ.get('ROS_MASTER_URI')} has been unreachable for "
+                  f"{grace_s:g} s; exiting (status {EXIT_MASTER_GONE}) so that a supervisor can restart it.",
+                  file=sys.stderr, flush=True)
+            os._exit(EXIT_MASTER_GONE)
+
+
+class RunnerNode:
+    def __init__(self, ns: str, backend_name: str, arm: str, world_dir: Path | None):
+        from robot import sandbox
+        from robot.backends import create_backend
+        from robot.episode import EpisodeRunner
+
+        self.ns = ns.rstrip("/") or "/runner"
+        self.world_dir = world_dir
+        self.episodes = EpisodeRunner(create_backend(backend_name, arm=arm), name=self.ns)
+        sandbox.prepare()  # the fork server starts before rospy's threads
+        self.msgs = None
+        self.server = None
+
+    def start(self) -> None:
+        from robot import msgs
+
+        self.msgs = msgs.load()
+        import actionlib
+        import rospy
+
+        rospy.init_node(f"runner_{self.ns.strip('/').replace('/', '_')}", disable_signals=False)
+        self.server = actionlib.SimpleActionServer(f"{self.ns}/run_episodes", self.msgs.Action,
+                                                   execute_cb=self.execute, auto_start=False)
+        self.server.start()
+        rospy.set_param(f"{self.ns}/runner_info", json.dumps({
+            "backend": self.episodes.backend.name, "arm": getattr(self.episodes.backend, "arm", None),
+            "pid": os.getpid()}))
+        print(f"runner {self.ns}: serving {self.ns}/run_episodes ({self.episodes.backend.name}, "
+              f"{getattr(self.episodes.backend, 'arm', '?')}) on {os.environ.get('ROS_MASTER_URI')}", flush=True)
+
+    def _finish(self, result: dict, how: str, text: str = "") -> None:
+        message = self.msgs.Result(result_json=json.dumps(result))
+        getattr(self.server, f"set_{how}")(message, text)
+
+    def execute(self, goal) -> None:
+        from robot.episode import error_result, parse_goal
+        from robot.errors import GoalError
+
+        try:
+            parsed = parse_goal(goal.request_json, self.world_dir)
+        except GoalError as exc:
+            self._finish(error_result(str(exc), self.ns), "aborted", str(exc))
+            return
+
+        def feedback(record: dict) -> None:
+            record = record | {"runner": self.ns}
+            self.server.publish_feedback(self.msgs.Feedback(feedback_json=json.dumps(record, default=str)))
+
+        try:
+            result = self.episodes.run(parsed, on_feedback=feedback, should_stop=self.server.is_preempt_requested)
+        except Exception as exc:  # noqa: BLE001 - a fault on the robot side: report it, keep serving
+            traceback.print_exc()
+            message = f"the runner failed: {type(exc).__name__}: {exc}"
+            self._finish(error_result(message, self.ns, parsed.episode_id), "aborted", message)
+            self.episodes._world_key = None  # rebuild the scene for the next goal
+            return
+        if result.get("cancelled"):
+            self._finish(result, "preempted", "cancelled")
+        elif not result["ok"]:
+            self._finish(result, "aborted", result["error"])
+        else:
+            self._finish(result, "succeeded")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m robot.runner", description=__doc__.splitlines()[0])
+    parser.add_argument("--ns", default="/runner1", help="namespace of the action (default /runner1)")
+    parser.add_argument("--backend", default="sim", help="robot backend: sim | moveit")
+    parser.add_argument("--arm", default="panda", choices=["panda", "ur5"])
+    parser.add_argument("--world-dir", default=None, help="folder that relative world_file paths start from")
+    parser.add_argument("--master-grace", type=float, default=10.0,
+                        help="seconds without a master before exiting with status 3")
+    args, _ros_remaps = parser.parse_known_args(argv)
+    ros_env.activate()
+    from tasks.errors import PipelineError
+
+    try:
+        node = RunnerNode(args.ns, args.backend, args.arm, Path(args.world_dir) if args.world_dir else None)
+        node.start()
+    except PipelineError as exc:
+        print(f"runner {args.ns}: {exc.paragraph()}", file=sys.stderr)
+        return 2
+    import rospy
+
+    threading.Thread(target=_watch_master, args=(rospy.get_name(), args.master_grace), daemon=True).start()
+    rospy.spin()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

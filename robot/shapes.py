@@ -1,0 +1,179 @@
+"""The object-shape study (paper V-B): how an object's shape and size decide grasp and motion success.
+
+Two studies per catalog object (objects and containers; cabinets are the furniture):
+
+* ``pick_place`` -- the object alone on the table at (0.40, -0.25); pick it up with the adaptive grasp, put it down
+  at (0.40, 0.25). Success: it rests on the table within 5 cm of the target (item ``placed_at``).
+* ``drawer`` -- a three-drawer cabinet at (0.72, 0.0) facing the robot (its front within the arm's comfortable
+  reach) and the object at (0.45, -0.40): open the middle drawer (``cabinet.drawer_1``) by its handle, then put the
+  object into it. Success: the drawer is open by at least 0.1 m and the object is in it (items ``joint_opened`` +
+  ``in_receptacle``). Objects whose footprint cannot fit the opened part of the drawer, or that are taller than the
+  drawer, are reported as not applicable.
+
+The code of both is fixed and verified (it passes the code check), so the study measures the robot side only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from robot.params import RobotEvalParams
+from tasks.roboscript.catalog import Asset, Catalog
+from tasks.roboscript.params import WorldsParams
+from tasks.roboscript.world import World, cabinet_models, drawer_travel, model_of
+
+STUDIES = ("pick_place", "drawer")
+START = (0.40, -0.25)
+TARGET = (0.40, 0.25)
+CABINET_ASSET = "cabinet_3_drawers"
+CABINET_AT = (0.72, 0.0)
+DRAWER_START = (0.45, -0.40)
+DRAWER = "cabinet.drawer_1"
+HANDLE = "cabinet.handle_1"
+
+PICK_PLACE_CODE = """\
+# Pick the {phrase} up with a grasp suited to its shape and put it down at the target spot.
+detect_objects(object_list=['{name}'])
+open_gripper()
+grasp_pose = parse_adaptive_shape_grasp_pose(object_name='{name}')
+grasp(grasp_pose)
+close_gripper()
+attach_object('{name}')
+move_in_direction(np.array([0.0, 0.0, 1.0]), distance=0.1)
+place_pose = parse_place_pose(object_name='{name}', position=np.array([{tx}, {ty}, 0.0]))
+move_to_pose(place_pose)
+open_gripper()
+detach_object('{name}')
+reset_to_default_pose()
+"""
+
+DRAWER_CODE = """\
+# Open the middle drawer: grasp its handle and pull along the drawer's joint axis.
+detect_objects(object_list=['{drawer}', '{handle}'])
+open_gripper()
+grasp_pose = parse_adaptive_shape_grasp_pose(object_name='{handle}')
+grasp(grasp_pose)
+close_gripper()
+attach_object('{handle}')
+handle_position = get_object_center_position('{handle}')
+joint_info = get_object_joint_info(obj_name='{drawer}', position=handle_position, type='prismatic')
+move_in_direction(joint_info['joint_axis'], distance=0.2)
+open_gripper()
+detach_object('{handle}')
+reset_to_default_pose()
+# Put the {phrase} into the opened drawer.
+detect_objects(object_list=['{drawer}', '{name}'])
+open_gripper()
+grasp_pose = parse_adaptive_shape_grasp_pose(object_name='{name}')
+grasp(grasp_pose)
+close_gripper()
+attach_object('{name}')
+place_pose = parse_place_pose(object_name='{name}', receptacle_name='{drawer}')
+move_to_pose(place_pose)
+open_gripper()
+detach_object('{name}')
+reset_to_default_pose()
+"""
+
+
+@dataclass(frozen=True)
+class Trial:
+    study: str
+    asset: str
+    world: World
+    code: str
+    evaluation: list[dict]
+
+
+def study_assets(catalog: Catalog, which: str | list[str]) -> list[Asset]:
+    pool = [a for a in catalog.assets.values() if a.kind in ("object", "container")]
+    if which == "all":
+        return pool
+    known = {a.name: a for a in pool}
+    unknown = [n for n in which if n not in known]
+    if unknown:
+        raise ValueError(f"unknown or non-pickable asset(s) {unknown}")
+    return [known[n] for n in which]
+
+
+def _world(world_id: str, models, joints, worlds: WorldsParams) -> World:
+    return World(world_id, "shape-study", worlds.table, worlds.robot, models, joints)
+
+
+def pick_place_trial(asset: Asset, worlds: WorldsParams) -> Trial:
+    obj = model_of(asset, asset.name, START, worlds.table.height, 0.0, "table", "on")
+    code = PICK_PLACE_CODE.format(name=asset.name, phrase=asset.phrase, tx=TARGET[0], ty=TARGET[1])
+    items = [{"type": "placed_at", "object": asset.name, "position": list(TARGET), "tolerance": 0.05}]
+    return Trial("pick_place", asset.name, _world(f"shape-pick-{asset.name}", [obj], [], worlds), code, items)
+
+
+def drawer_trial(asset: Asset, cabinet: Asset, worlds: WorldsParams) -> Trial | None:
+    """None when the object cannot fit the opened drawer at all."""
+    parts, joints = cabinet_models(cabinet, CABINET_AT, worlds.table.height)
+    drawer = next(m for m in parts if m.name == DRAWER)
+    depth = drawer_travel(cabinet) - 0.04
+    width, height = drawer.size[1] - 0.02, drawer.size[2] - 0.01
+    sx, sy, sz = asset.size
+    if min(sx, sy) > depth or max(sx, sy) > width or sz > height:
+        return None
+    obj = model_of(asset, asset.name, DRAWER_START, worlds.table.height, 0.0, "table", "on")
+    code = DRAWER_CODE.format(name=asset.name, phrase=asset.phrase, drawer=DRAWER, handle=HANDLE)
+    items = [{"type": "joint_opened", "part": DRAWER, "min_value": 0.1},
+             {"type": "in_receptacle", "object": asset.name, "receptacle": DRAWER}]
+    return Trial("drawer", asset.name, _world(f"shape-drawer-{asset.name}", [*parts, obj], joints, worlds), code,
+                 items)
+
+
+def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple[list[Trial], list[dict]]:
+    """Every trial of the study and the (study, asset) pairs that are not applicable."""
+    out, skipped = [], []
+    cabinet = catalog[CABINET_ASSET]
+    for asset in study_assets(catalog, ep.shapes.objects):
+        if "pick_place" in ep.shapes.studies:
+            out.append(pick_place_trial(asset, worlds))
+        if "drawer" in ep.shapes.studies:
+            trial = drawer_trial(asset, cabinet, worlds)
+            if trial is None:
+                skipped.append({"study": "drawer", "asset": asset.name, "reason": "does not fit the opened drawer"})
+            else:
+                out.append(trial)
+    return out, skipped
+
+
+def goal(trial: Trial, ep: RobotEvalParams) -> dict:
+    return {"episode_id": f"{trial.study}/{trial.asset}", "task_id": trial.study, "world": trial.world.to_json(),
+            "code": trial.code, "repeats": ep.shapes.repeats, "perception": ep.perception,
+            "noise": ep.noise.model_dump(), "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,
+            "timeout_s": ep.episode_timeout_s, "memory_mb": ep.memory_mb, "evaluation": trial.evaluation}
+
+
+def success_rate(result: dict) -> float | None:
+    repeats = result.get("repeats") or []
+    if not result.get("ok") or not repeats:
+        return None
+    return round(sum(bool(r.get("success")) for r in repeats) / len(repeats), 4)
+
+
+def plot(rates: dict[str, dict[str, float | None]], catalog: Catalog, path) -> None:
+    """One bar chart per study: success rate per object, grouped by kind (objects, then containers)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    studies = [s for s in STUDIES if s in rates]
+    fig, axes = plt.subplots(len(studies), 1, figsize=(16, 3.6 * len(studies)), squeeze=False)
+    for ax, study in zip(axes[:, 0], studies, strict=True):
+        names = sorted(rates[study], key=lambda n: (catalog[n].kind, n))
+        values = [rates[study][n] if rates[study][n] is not None else 0.0 for n in names]
+        colours = ["tab:blue" if catalog[n].kind == "object" else "tab:orange" for n in names]
+        ax.bar(range(len(names)), values, color=colours)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=90, fontsize=7)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("success rate")
+        ax.set_title(f"{study.replace('_', ' ')}: success per object (blue: YCB-style objects, orange: containers)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,410 @@
+"""The tool API (``robot/tool_api.py``) implemented over a robot backend and a perception mode.
+
+Every argument is checked before anything moves: object names must exist, vectors and poses must be finite numbers
+of the right length, quaternions non-zero, distances and counts in range -- a bad argument raises
+:class:`~robot.errors.ToolArgumentError` (the code's fault). Every target of a motion is checked against the
+backend's workspace limits -- outside them the motion is refused with :class:`~robot.errors.WorkspaceError`
+before it is planned.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import Any
+
+import numpy as np
+
+from robot import grasps
+from robot.backends.base import JointState, RobotBackend
+from robot.errors import ToolArgumentError, WorkspaceError
+from robot.perception import Perception
+from robot.tool_api import Pose, ToolAPI
+from tasks.roboscript.catalog import Catalog, load_catalog
+from tasks.roboscript.world import CABINET
+
+PRE_GRASP_M = 0.1
+MAX_STRAIGHT_M = 1.0
+MAX_WAYPOINTS = 200
+
+
+def _finite(values: Any, n: int, what: str) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ToolArgumentError(f"{what} must be {n} numbers, got {values!r}") from None
+    if arr.shape != (n,):
+        raise ToolArgumentError(f"{what} must be {n} numbers, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise ToolArgumentError(f"{what} must be finite numbers, got {arr.tolist()}")
+    return arr
+
+
+def check_pose(pose: Any, what: str = "pose") -> Pose:
+    if not isinstance(pose, Pose):
+        raise ToolArgumentError(f"{what} must be a Pose (from a parse_*_pose tool or get_gripper_pose), "
+                                f"got {type(pose).__name__}")
+    position = _finite(pose.position, 3, f"{what}.position")
+    orientation = _finite(pose.orientation, 4, f"{what}.orientation")
+    norm = float(np.linalg.norm(orientation))
+    if norm < 1e-6:
+        raise ToolArgumentError(f"{what}.orientation is not a rotation (all zeros)")
+    return Pose(tuple(float(v) for v in position), tuple(float(v) for v in orientation / norm))
+
+
+def _number(value: Any, what: str, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (Real, np.number)):
+        raise ToolArgumentError(f"{what} must be a number, got {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number) or not lo <= number <= hi:
+        raise ToolArgumentError(f"{what} must be between {lo} and {hi}, got {number}")
+    return number
+
+
+def _rotate(vector: np.ndarray, axis: np.ndarray, angle: float) -> np.ndarray:
+    """Rodrigues' rotation of ``vector`` about unit ``axis``."""
+    return (vector * math.cos(angle) + np.cross(axis, vector) * math.sin(angle)
+            + axis * np.dot(axis, vector) * (1 - math.cos(angle)))
+
+
+def _quat_about(axis: np.ndarray, angle: float) -> np.ndarray:
+    return np.array([*(axis * math.sin(angle / 2)), math.cos(angle / 2)])
+
+
+def _quat_mul(a, b) -> np.ndarray:
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return np.array([aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz])
+
+
+class RobotTools(ToolAPI):
+    def __init__(self, backend: RobotBackend, perception: Perception, catalog: Catalog | None = None):
+        self.backend = backend
+        self.perception = perception
+        self.catalog = catalog or load_catalog()
+        self.notes: list[str] = []
+        """Things a caller should know about the last calls (a Cartesian motion that stopped short); the sandbox
+        reports them in the step feedback and clears them."""
+
+    # ------------------------------------------------------------------------------------------------ helpers
+
+    def _name(self, name: Any, what: str = "object_name") -> str:
+        if not isinstance(name, str):
+            raise ToolArgumentError(f"{what} must be an object name (a string), got {type(name).__name__}")
+        if name not in self.perception.names():
+            raise ToolArgumentError(f"there is no object named {name!r}; get_object_name_list() lists them")
+        return name
+
+    def _reachable(self, pose: Pose, what: str) -> None:
+        problem = self.backend.workspace.violation(np.array(pose.position))
+        if problem:
+            raise WorkspaceError(f"{what} refused: {problem}")
+
+    @property
+    def _hand(self) -> grasps.Hand:
+        return grasps.Hand(self.backend.gripper_max_opening, self.backend.finger_reach,
+                           self.backend.workspace.base)
+
+    def _joints_of(self, name: str) -> list[JointState]:
+        joints = self.perception.joints()
+        if name == CABINET:
+            return joints
+        return [j for j in joints if name in (j.part, j.handle)]
+
+    def _outward(self, name: str) -> np.ndarray:
+        """Outward horizontal normal of the cabinet face a part or handle is on."""
+        for joint in self._joints_of(name):
+            if joint.type == "prismatic":
+                return joint.axis
+            part = self.perception.box(joint.part)
+            centre = (part[:3] + part[3:]) / 2
+            hinge_to_part = centre - joint.origin
+            normal = np.cross(joint.axis, hinge_to_part)  # the door's swing direction at the part's centre
+            normal[2] = 0.0
+            return normal / max(np.linalg.norm(normal), 1e-9)
+        return np.array([-1.0, 0.0, 0.0])
+
+    # ------------------------------------------------------------------------------------------------ perception
+
+    def detect_objects(self, object_list: list[str] | None = None) -> None:
+        if object_list is not None:
+            if isinstance(object_list, str) or not isinstance(object_list, (list, tuple)):
+                raise ToolArgumentError(f"object_list must be a list of names or None, got {object_list!r}")
+            object_list = [self._name(n, "object_list item") for n in object_list]
+        self.perception.detect(object_list)
+
+    def get_object_name_list(self) -> list[str]:
+        return list(self.perception.names())
+
+    def get_object_center_position(self, object_name: str) -> np.ndarray:
+        box = self.perception.box(self._name(object_name))
+        return (box[:3] + box[3:]) / 2
+
+    def get_object_pose(self, object_name: str) -> Pose:
+        return self.perception.pose(self._name(object_name))
+
+    def get_3d_bbox(self, object_name: str) -> np.ndarray:
+        return self.perception.box(self._name(object_name))
+
+    def get_object_joint_info(self, obj_name: str, position: np.ndarray, type: str = "any") -> dict:  # noqa: A002
+        name = self._name(obj_name, "obj_name")
+        point = _finite(position, 3, "position")
+        if type not in ("any", "prismatic", "revolute"):
+            raise ToolArgumentError(f"type must be 'any', 'prismatic' or 'revolute', got {type!r}")
+        joints = [j for j in self._joints_of(name) if type in ("any", j.type)]
+        if not joints:
+            kind = "" if type == "any" else f"{type} "
+            raise ToolArgumentError(f"{name} has no {kind}joint (drawers are prismatic, doors revolute)")
+        best = min(joints, key=lambda j: float(np.linalg.norm(j.origin - point)))
+        return {"joint_position": best.origin.copy(), "joint_axis": best.axis.copy(), "type": best.type}
+
+    def get_plane_normal(self, obj_name: str, position: np.ndarray) -> np.ndarray:
+        box = self.perception.box(self._name(obj_name, "obj_name"))
+        point = _finite(position, 3, "position")
+        faces = []
+        for axis in range(3):
+            for sign, bound in ((-1.0, box[axis]), (1.0, box[3 + axis])):
+                normal = np.zeros(3)
+                normal[axis] = sign
+                faces.append((abs(point[axis] - bound), normal))
+        return min(faces, key=lambda f: f[0])[1]
+
+    def _grasp_box(self, name: str) -> tuple[str, np.ndarray]:
+        model = self.backend.model(name) if name != "table" else None
+        if model is None or model.kind == "cabinet":
+            raise ToolArgumentError(f"{name} cannot be grasped")
+        if model.kind == "part" and model.category in ("drawer", "door"):
+            joint = self._joints_of(name)
+            if joint:  # grasping a drawer or door means grasping its handle
+                return joint[0].handle, self.perception.box(joint[0].handle)
+        return name, self.perception.box(name)
+
+    def parse_adaptive_shape_grasp_pose(self, object_name: str, preferred_position: np.ndarray | None = None,
+                                        preferred_approach_direction: np.ndarray | None = None,
+                                        preferred_plane_normal: np.ndarray | None = None) -> Pose:
+        name, box = self._grasp_box(self._name(object_name))
+        model = self.backend.model(name)
+        prefs = {}
+        for key, value in (("preferred_position", preferred_position),
+                           ("preferred_approach", preferred_approach_direction),
+                           ("preferred_normal", preferred_plane_normal)):
+            if value is not None:
+                vector = _finite(value, 3, key)
+                if key != "preferred_position" and np.linalg.norm(vector) < 1e-9:
+                    raise ToolArgumentError(f"{key} must not be the zero vector")
+                prefs[key] = vector
+        kind = "handle" if model.category == "handle" else model.kind
+        if kind == "handle":
+            return self._handle_grasp(name, box)
+        asset = self.catalog.assets.get(model.asset)
+        opening = asset.opening if asset is not None and asset.opening else None
+        if opening and round(model.yaw_deg) % 180 == 90:
+            opening = (opening[1], opening[0])
+        return grasps.adaptive(box, self._hand, kind, opening, **prefs)
+
+    def _handle_grasp(self, name: str, box: np.ndarray) -> Pose:
+        """The first handle grasp whose grasp and pre-grasp poses the arm reaches (the level one if none)."""
+        candidates = grasps.handle_grasps(box, self._outward(name), self._hand)
+        for pose in candidates:
+            pre = Pose(tuple(float(v) for v in np.array(pose.position) - PRE_GRASP_M * grasps.approach_of(pose)),
+                       pose.orientation)
+            if self.backend.reachable(pre) and self.backend.reachable(pose):
+                return pose
+        return candidates[0]
+
+    def parse_central_lift_grasp_pose(self, object_name: str, description: str = "center") -> Pose:
+        if description not in ("center", "top"):
+            raise ToolArgumentError(f"description must be 'center' or 'top', got {description!r}")
+        _, box = self._grasp_box(self._name(object_name))
+        return grasps.central_lift(box, self._hand, description)
+
+    def parse_horizontal_grasp_pose(self, object_name: str) -> Pose:
+        name, box = self._grasp_box(self._name(object_name))
+        if self.backend.model(name).category == "handle":
+            return self._handle_grasp(name, box)
+        return grasps.horizontal(box, self._hand)
+
+    # ------------------------------------------------------------------------------------------------ placing
+
+    def _receptacle_region(self, name: str, box: np.ndarray) -> tuple[tuple[float, float, float, float], float]:
+        """(x0, y0, x1, y1) where things can go in or on a receptacle, and the height of its floor."""
+        model = self.backend.model(name) if name != "table" else None
+        if model is not None and model.category == "drawer":
+            joints = self._joints_of(name)
+            front = self.backend.model(CABINET).bbox.x0 if joints else box[3]
+            x1 = min(box[3], front) if box[0] < front - 0.02 else box[3]
+            return (box[0] + 0.02, box[1] + 0.01, x1 - 0.01, box[4] - 0.01), box[2] + 0.01
+        if model is not None and model.container:
+            asset = self.catalog.assets.get(model.asset)
+            if asset is not None and asset.opening:
+                ox, oy = asset.opening if round(model.yaw_deg) % 180 == 0 else asset.opening[::-1]
+                cx, cy = (box[0] + box[3]) / 2, (box[1] + box[4]) / 2
+                return (cx - ox / 2, cy - oy / 2, cx + ox / 2, cy + oy / 2), box[2] + asset.floor
+        return (box[0], box[1], box[3], box[4]), box[5]
+
+    def _occupants(self, exclude: set[str], region, floor: float) -> list[np.ndarray]:
+        out = []
+        for name in self.perception.names():
+            if name in exclude or name == "table" or name.startswith(CABINET):
+                continue
+            box = self.perception.box(name)
+            overlaps = box[0] < region[2] and box[3] > region[0] and box[1] < region[3] and box[4] > region[1]
+            if overlaps and box[5] > floor + 0.002:
+                out.append(box)
+        return out
+
+    def _support_height(self, x: float, y: float, exclude: set[str]) -> float:
+        top = self.backend.workspace.z[0]
+        for name in self.perception.names():
+            if name in exclude or name == "table":
+                continue
+            box = self.perception.box(name)
+            if box[0] <= x <= box[3] and box[1] <= y <= box[4]:
+                top = max(top, float(box[5]))
+        return top
+
+    def parse_place_pose(self, object_name: str, receptacle_name: str | None = None,
+                         position: np.ndarray | None = None) -> Pose:
+        name = self._name(object_name)
+        obj = self.perception.box(name)
+        tool = self.backend.tool_pose()
+        hang = max(tool.position[2] - obj[2], self.backend.finger_reach)
+        footprint = (obj[3] - obj[0], obj[4] - obj[1])
+        if receptacle_name is not None:
+            receptacle = self._name(receptacle_name, "receptacle_name")
+            if receptacle == name:
+                raise ToolArgumentError("an object cannot be placed in itself")
+            rbox = self.perception.box(receptacle)
+            if receptacle == "table":
+                base = np.array(self.backend.workspace.base)
+                reach = self.backend.workspace.reach * 0.75
+                rbox = np.array([max(rbox[0], base[0] + 0.3), max(rbox[1], base[1] - reach),
+                                 rbox[2], min(rbox[3], base[0] + reach), min(rbox[4], base[1] + reach), rbox[5]])
+            region, floor = self._receptacle_region(receptacle, rbox)
+            occupied = self._occupants({name, receptacle}, region, floor)
+            if receptacle == "table":
+                occupied = [self.perception.box(n) for n in self.perception.names()
+                            if n not in (name, "table") and not n.startswith(CABINET + ".")]
+            rotation = grasps.matrix_from_quat(tool.orientation)
+            closing, side = np.abs(rotation[:2, 1]), np.abs(rotation[:2, 0])
+            across = float(closing @ np.array(footprint))  # the object's extent between the fingers
+            along = float(side @ np.array(footprint))
+            reach = max(grasps.FINGER_PAD, (self.backend.gripper_opening() - across) / 2 + grasps.FINGER_PAD)
+            width = max(0.0, grasps.FINGER_WIDTH / 2 - along / 2)  # fingers wider than a small object
+            pad = tuple(float(v) for v in closing * reach + side * width)
+            rim = float(rbox[5])
+            deep = grasps.release_height(floor, rim) < rim  # the object's bottom, and the fingers, go below the rim
+            here = ((obj[0] + obj[3]) / 2, (obj[1] + obj[4]) / 2)
+            # shallow (plates, trays): pack from the corner nearest the object; deep (bowls, baskets, drawers):
+            # fingers inside, hand above -- from the middle of the side facing the robot, away from what stands
+            # behind the receptacle (a cabinet's face above an open drawer)
+            anchor = (region[0], (region[1] + region[3]) / 2) if deep else min(
+                ((region[i], region[j]) for i in (0, 2) for j in (1, 3)),
+                key=lambda c: math.hypot(c[0] - here[0], c[1] - here[1]))
+            x, y = grasps.free_spot(region, footprint, occupied, anchor, pad, fingers_inside=deep)
+        elif position is not None:
+            x, y = (float(v) for v in _finite(position, 3, "position")[:2])
+            floor = self._support_height(x, y, {name})
+            rim = floor
+        else:
+            raise ToolArgumentError("parse_place_pose needs a receptacle_name or a position")
+        # the tool frame sits above the object's footprint centre by the same offset it has now
+        dx, dy = tool.position[0] - (obj[0] + obj[3]) / 2, tool.position[1] - (obj[1] + obj[4]) / 2
+        release = grasps.release_height(floor, rim)
+        pose = Pose((x + dx, y + dy, release + hang), tool.orientation)
+        self._reachable(pose, "the place pose")
+        return pose
+
+    # ------------------------------------------------------------------------------------------------ motion
+
+    def open_gripper(self) -> None:
+        self.backend.open_gripper()
+
+    def close_gripper(self) -> None:
+        self.backend.close_gripper()
+
+    def attach_object(self, object_id: str) -> None:
+        self.backend.attach(self._name(object_id, "object_id"))
+
+    def detach_object(self, object_id: str) -> None:
+        self.backend.detach(self._name(object_id, "object_id"))
+
+    def _cartesian(self, waypoints: list[Pose], what: str, ignore: frozenset[str] = frozenset()) -> None:
+        fraction, problem = self.backend.move_cartesian(waypoints, ignore)
+        if fraction < 0.999:
+            self.notes.append(f"{what} stopped after {fraction:.0%} of the path: {problem}")
+
+    def _touching(self, point: np.ndarray, margin: float = 0.015) -> frozenset[str]:
+        """Models whose box (grown by ``margin``) contains a point: what a grasp may touch on its way in."""
+        out = set()
+        for name in self.perception.names():
+            if name == "table":
+                continue
+            box = self.perception.box(name)
+            if np.all(point >= box[:3] - margin) and np.all(point <= box[3:] + margin):
+                out.add(name)
+                for joint in self._joints_of(name):
+                    out |= {joint.part, joint.handle}
+        return frozenset(out)
+
+    def grasp(self, grasp_pose: Pose) -> None:
+        pose = check_pose(grasp_pose, "grasp_pose")
+        approach = grasps.approach_of(pose)
+        pre = Pose(tuple(float(v) for v in np.array(pose.position) - PRE_GRASP_M * approach), pose.orientation)
+        self._reachable(pose, "the grasp pose")
+        self._reachable(pre, "the pre-grasp pose")
+        fraction, problem = self.backend.approach(pre, pose, self._touching(np.array(pose.position)))
+        if fraction < 0.999:
+            self.notes.append(f"grasp's approach stopped after {fraction:.0%} of the path: {problem}")
+
+    def move_to_pose(self, pose: Pose) -> None:
+        target = check_pose(pose)
+        self._reachable(target, "move_to_pose")
+        self.backend.move_to(target)
+
+    def move_in_direction(self, axis: np.ndarray, distance: float) -> None:
+        direction = _finite(axis, 3, "axis")
+        norm = float(np.linalg.norm(direction))
+        if norm < 1e-9:
+            raise ToolArgumentError("axis must not be the zero vector")
+        length = _number(distance, "distance", -MAX_STRAIGHT_M, MAX_STRAIGHT_M)
+        tool = self.backend.tool_pose()
+        target = Pose(tuple(float(v) for v in np.array(tool.position) + direction / norm * length), tool.orientation)
+        self._reachable(target, "move_in_direction")
+        self._cartesian([target], "move_in_direction")
+
+    def generate_arc_path_around_joint(self, current_pose: Pose, joint_axis: np.ndarray, joint_position: np.ndarray,
+                                       n: int, angle: float) -> list[Pose]:
+        start = check_pose(current_pose, "current_pose")
+        axis = _finite(joint_axis, 3, "joint_axis")
+        if np.linalg.norm(axis) < 1e-9:
+            raise ToolArgumentError("joint_axis must not be the zero vector")
+        axis = axis / np.linalg.norm(axis)
+        centre = _finite(joint_position, 3, "joint_position")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= int(n) <= MAX_WAYPOINTS:
+            raise ToolArgumentError(f"n must be a whole number from 1 to {MAX_WAYPOINTS}, got {n!r}")
+        total = math.radians(_number(angle, "angle", -360.0, 360.0))
+        out = []
+        for i in range(1, int(n) + 1):
+            theta = total * i / int(n)
+            position = centre + _rotate(np.array(start.position) - centre, axis, theta)
+            orientation = _quat_mul(_quat_about(axis, theta), start.orientation)
+            out.append(Pose(tuple(float(v) for v in position), tuple(float(v) for v in orientation)))
+        return out
+
+    def follow_path(self, path: list[Pose]) -> None:
+        if not isinstance(path, (list, tuple)) or not path:
+            raise ToolArgumentError("path must be a non-empty list of Pose")
+        if len(path) > MAX_WAYPOINTS:
+            raise ToolArgumentError(f"path has {len(path)} poses; at most {MAX_WAYPOINTS}")
+        poses = [check_pose(p, f"path[{i}]") for i, p in enumerate(path)]
+        for i, pose in enumerate(poses):
+            self._reachable(pose, f"follow_path (waypoint {i})")
+        self._cartesian(poses, "follow_path")
+
+    def get_gripper_pose(self) -> Pose:
+        return self.backend.tool_pose()
+
+    def reset_to_default_pose(self) -> None:
+        self.backend.go_home()

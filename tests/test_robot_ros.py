@@ -1,0 +1,191 @@
+"""The ROS side for real: a `rosmaster` on a free port, runner processes serving the action, this process as the
+client (rospy allows one node per process, so every test here shares the module's master and pool).
+
+Goal round trip with feedback, cancellation, bad goals, a pool of two runners finishing a batch while one is killed
+halfway, a runner outliving its master with a clear exit, and the evaluation flow end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict
+
+import pytest
+import yaml
+
+from robot import ros_env
+
+pytestmark = [pytest.mark.ros, pytest.mark.sim]
+
+if ros_env.check():
+    pytest.skip("ROS is not available: " + "; ".join(ros_env.check()), allow_module_level=True)
+
+from robot.client import RunnerClient, RunnerPool, discover, ensure_node, run_many  # noqa: E402
+from robot.pool import LocalPool, free_port, start_master, stop_process  # noqa: E402
+from tasks.roboscript.benchmark import load_benchmark  # noqa: E402
+from tasks.roboscript.catalog import load_catalog  # noqa: E402
+from tasks.roboscript.params import WorldsParams  # noqa: E402
+
+SIMPLE_0 = """\
+detect_objects(object_list=['apple', 'footed_bowl'])
+open_gripper()
+grasp(parse_central_lift_grasp_pose(object_name='apple'))
+close_gripper()
+attach_object('apple')
+move_to_pose(parse_place_pose(object_name='apple', receptacle_name='footed_bowl'))
+open_gripper()
+detach_object('apple')
+reset_to_default_pose()
+"""
+BUSY = "p = get_gripper_pose()\nfor i in range(10 ** 12):\n    x = i\n"
+
+
+@pytest.fixture(scope="module")
+def simple_0():
+    return {t.id: t for t in load_benchmark(load_catalog(), WorldsParams())}["Simple_0"]
+
+
+def request(task, code, repeats=1, **extra) -> dict:
+    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
+    return {"episode_id": task.id, "task_id": task.id, "world": task.world.to_json(), "code": code,
+            "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.005} | extra
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    with LocalPool(2, log_dir=tmp_path_factory.mktemp("pool")) as local:
+        ensure_node(local.master_uri)
+        yield local
+
+
+def test_goal_round_trip_returns_results_with_feedback(pool, simple_0):
+    assert discover(pool.master_uri) == ["/runner1", "/runner2"]
+    client = RunnerClient("/runner1", alive=lambda: pool.alive("/runner1"))
+    assert client.wait_ready(30)
+    feedback: list[dict] = []
+    started = time.monotonic()
+    result = client.run(request(simple_0, SIMPLE_0, repeats=2), on_feedback=feedback.append)
+    assert result["ok"] and result["goal_state"] == "SUCCEEDED" and result["runner"] == "/runner1"
+    assert [r["success"] for r in result["repeats"]].count(True) >= 1
+    steps = [f for f in feedback if "tool" in f]
+    assert {"grasp", "close_gripper", "move_to_pose"} <= {f["tool"] for f in steps}
+    assert [f["repeat"] for f in feedback if f.get("done")] == [0, 1]
+    assert all(f["runner"] == "/runner1" for f in feedback)
+    assert time.monotonic() - started < 60
+
+
+def test_cancelled_goal_stops_promptly(pool, simple_0):
+    client = RunnerClient("/runner2", alive=lambda: pool.alive("/runner2"))
+    assert client.wait_ready(30)
+    seen = threading.Event()
+    started = time.monotonic()
+    result = client.run(request(simple_0, BUSY, repeats=3, timeout_s=120),
+                        on_feedback=lambda f: seen.set(), should_cancel=seen.is_set)
+    elapsed = time.monotonic() - started
+    assert result["goal_state"] == "PREEMPTED" and result["cancelled"]
+    assert [r["status"] for r in result["repeats"]] == ["cancelled"]
+    assert elapsed < 10, elapsed
+    # the runner is free again at once
+    after = client.run(request(simple_0, "p = get_gripper_pose()"))
+    assert after["ok"] and after["repeats"][0]["status"] == "ok"
+
+
+def test_bad_goals_get_error_results_and_the_runner_keeps_serving(pool, simple_0):
+    client = RunnerClient("/runner1", alive=lambda: pool.alive("/runner1"))
+    assert client.wait_ready(30)
+    malformed = client.run("{this is not json")
+    assert not malformed["ok"] and "not valid JSON" in malformed["error"] and malformed["goal_state"] == "ABORTED"
+    unknown = client.run(json.dumps({"world_file": "/no/such/world.json", "code": "x = 1"}))
+    assert not unknown["ok"] and "unknown world" in unknown["error"]
+    escape = client.run(request(simple_0, "import os\nos.remove('/tmp/x')"))
+    assert escape["ok"] and escape["repeats"][0]["status"] == "refused" and not escape["policy"]["ok"]
+    runaway = client.run(request(simple_0, BUSY, timeout_s=1.5))
+    assert runaway["repeats"][0]["status"] == "timeout"
+    nan_pose = client.run(request(simple_0, "p = parse_place_pose(object_name='apple', "
+                                            "position=np.array([0.4, float('nan'), 0.8]))"))
+    assert nan_pose["repeats"][0]["status"] == "code_error" and "finite" in nan_pose["repeats"][0]["error"]
+    fine = client.run(request(simple_0, SIMPLE_0))
+    assert fine["ok"] and fine["repeats"][0]["status"] == "ok"
+    assert pool.alive("/runner1")
+
+
+def test_pool_of_two_finishes_a_batch_with_one_runner_killed_halfway(pool, simple_0):
+    runners = RunnerPool(pool.namespaces, alive=pool.alive, restart=pool.restart, max_retries=2)
+    requests = [request(simple_0, SIMPLE_0, repeats=2) | {"episode_id": f"batch-{i}"} for i in range(6)]
+    finished: list[str] = []
+    killed = threading.Event()
+
+    def on_feedback(record: dict) -> None:
+        # halfway: once two episodes are done, kill /runner1 in the middle of its next one
+        if len(finished) >= 2 and record.get("runner") == "/runner1" and not killed.is_set():
+            killed.set()
+            threading.Thread(target=pool.kill, args=("/runner1",), daemon=True).start()
+
+    results = run_many(runners, requests, on_result=lambda i, r: finished.append(r["episode_id"]),
+                       on_feedback=on_feedback)
+    assert killed.is_set()
+    assert sorted(r["episode_id"] for r in results) == sorted(r["episode_id"] for r in requests)
+    assert all(r["ok"] and len(r["repeats"]) == 2 for r in results), [r.get("error") for r in results]
+    retried = [r for r in results if r["runner_errors"]]
+    assert retried and any("/runner1" in e for r in retried for e in r["runner_errors"])
+    deadline = time.monotonic() + 60  # the pool restarted the killed runner
+    while not (pool.alive("/runner1") and runners.alive_count() == 2) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert pool.alive("/runner1") and runners.alive_count() == 2
+
+
+def test_runner_exits_clearly_when_its_master_goes_away(tmp_path):
+    master, uri = start_master(free_port(), tmp_path)
+    from robot.pool import ros_process_env
+
+    runner = subprocess.Popen([sys.executable, "-m", "robot.runner", "--ns", "/orphan", "--master-grace", "1.0"],
+                              env=ros_process_env(uri, tmp_path), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        from robot.pool import published
+
+        while not published(uri, "/orphan/run_episodes/status") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stop_process(master)
+        code = runner.wait(30)
+        output = runner.stdout.read()
+    finally:
+        stop_process(runner)
+        stop_process(master)
+    assert code == 3, output
+    assert "unreachable" in output and "exiting" in output
+
+
+@pytest.mark.prefect
+def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
+    from flows import roboscript_eval
+    from robot import evaluation
+
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces,
+                                     "tasks": ["Simple_0", "Hard_1", "Hard_2"], "repeats": 1}
+    params["llm"]["offline"]["noise"] = 0.0
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.setattr(evaluation, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(evaluation, "CODEGEN_CACHE", tmp_path / "cache")
+    summary = roboscript_eval.roboscript_eval(str(params_file))
+    report = json.loads((tmp_path / "reports" / "eval.json").read_text())
+    assert set(report["tasks"]) == {"Simple_0", "Hard_1", "Hard_2"}
+    assert report["tasks"]["Simple_0"]["grammar_correct"] and report["tasks"]["Simple_0"]["finished_whole_task"] == 1
+    assert summary["tasks_run"] == 3
+    details = json.loads((tmp_path / "reports" / "eval_details.json").read_text())
+    assert "parse_place_pose" in details["tasks"]["Simple_0"]["code"]
+    assert len(details["tasks"]["Hard_2"]["repeats"]) == 1 and details["pool"]["runners"] == pool.namespaces
+    table = (tmp_path / "reports" / "table2.md").read_text()
+    assert "| offline:offline-proposer-v1 | grammar correctness |" in table and "Hard_2" in table
+    import mlflow
+
+    mlflow.set_tracking_uri(params["tracking"]["uri"])
+    runs = mlflow.search_runs(experiment_names=["embp/roboscript-eval"])
+    assert len(runs) == 1 and runs.iloc[0]["metrics.Simple_0.finished_whole_task"] == 1.0

@@ -1,0 +1,186 @@
+"""The embedded sim backend and the tool API on it, without ROS: a verified Simple_0 snippet succeeds in most
+repeats and a wrong one fails its evaluation item; workspace limits, NaN arguments, the cabinet's drawer joint,
+noisy perception, the UR5, and MoveIt's clear error."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+from robot import shapes
+from robot.backends import create_backend
+from robot.episode import EpisodeRunner, parse_goal
+from robot.errors import BackendUnavailable, GoalError, ToolArgumentError, WorkspaceError
+from robot.params import NoiseParams, RobotEvalParams
+from robot.perception import create_perception
+from robot.scoring import task_metrics
+from robot.tool_api import Pose
+from robot.tools_impl import RobotTools
+from tasks.roboscript.benchmark import load_benchmark
+from tasks.roboscript.catalog import load_catalog
+from tasks.roboscript.params import WorldsParams
+
+pytestmark = pytest.mark.sim
+
+SIMPLE_0 = """\
+# Verified: pick the apple with a top-down grasp and put it into the footed bowl.
+detect_objects(object_list=['apple', 'footed_bowl'])
+open_gripper()
+grasp_pose = parse_central_lift_grasp_pose(object_name='apple')
+grasp(grasp_pose)
+close_gripper()
+attach_object('apple')
+place_pose = parse_place_pose(object_name='apple', receptacle_name='footed_bowl')
+move_to_pose(place_pose)
+open_gripper()
+detach_object('apple')
+reset_to_default_pose()
+"""
+WRONG = SIMPLE_0.replace("receptacle_name='footed_bowl'", "receptacle_name='white_plate'")
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def tasks(catalog):
+    return {t.id: t for t in load_benchmark(catalog, WorldsParams())}
+
+
+@pytest.fixture(scope="module")
+def runner():
+    runner = EpisodeRunner(create_backend("sim", arm="panda"), "test")
+    yield runner
+    runner.backend.close()
+
+
+def _goal(task, code, repeats, **extra):
+    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
+    return parse_goal(json.dumps({"episode_id": task.id, "world": task.world.to_json(), "code": code,
+                                  "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.01} | extra))
+
+
+def test_verified_simple_0_succeeds_in_most_repeats_and_a_wrong_snippet_fails(runner, tasks):
+    task = tasks["Simple_0"]
+    result = runner.run(_goal(task, SIMPLE_0, repeats=5))
+    metrics = task_metrics(result, len(task.evaluation))
+    assert metrics["grammar_correct"] and metrics["semantic_correct"]
+    assert metrics["finished_whole_task"] >= 0.8, [r["items"] for r in result["repeats"]]
+    assert len({tuple(r["state"]["boxes"]["apple"]) for r in result["repeats"]}) > 1  # the repeats differ
+    wrong = runner.run(_goal(task, WRONG, repeats=2))
+    assert all(r["status"] == "ok" for r in wrong["repeats"])  # it runs fine ...
+    assert task_metrics(wrong, 1)["finished_whole_task"] == 0.0  # ... but the apple is not in the bowl
+    assert not wrong["repeats"][0]["items"][0]["ok"] and "footed_bowl" in wrong["repeats"][0]["items"][0]["detail"]
+
+
+def test_noisy_perception_still_mostly_succeeds(runner, tasks):
+    result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=3, perception="noisy",
+                              noise={"position_m": 0.004, "size_m": 0.004}))
+    assert result["perception"] == "noisy"
+    assert sum(r["success"] for r in result["repeats"]) >= 2
+
+
+def test_workspace_limits_refuse_an_out_of_range_pose_before_moving(runner, tasks):
+    backend = runner.backend
+    backend.load_world(tasks["Simple_0"].world)
+    runner._world_key = None
+    backend.reset(0)
+    tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
+    before = backend.q()
+    down = (1.0, 0.0, 0.0, 0.0)
+    for position, words in (((1.5, 0.0, 1.0), "x = 1.500"), ((0.4, 0.0, 2.0), "z = 2.000"),
+                            ((0.75, 0.75, 1.0), "beyond its reach")):
+        with pytest.raises(WorkspaceError, match=words):
+            tools.move_to_pose(Pose(position, down))
+    with pytest.raises(WorkspaceError):
+        tools.move_in_direction(np.array([0.0, 0.0, 1.0]), 0.9)
+    assert np.allclose(backend.q(), before)  # refused before planning: the arm never moved
+    tools.move_to_pose(Pose((0.45, 0.1, 1.0), down))  # inside: it moves
+    assert np.linalg.norm(np.subtract(backend.tool_pose().position, (0.45, 0.1, 1.0))) < 0.01
+
+
+def test_nan_and_malformed_arguments_are_argument_errors(runner, tasks):
+    backend = runner.backend
+    backend.load_world(tasks["Simple_0"].world)
+    runner._world_key = None
+    tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
+    with pytest.raises(ToolArgumentError, match="finite"):
+        tools.move_to_pose(Pose((float("nan"), 0.0, 1.0)))
+    with pytest.raises(ToolArgumentError, match="finite"):
+        tools.parse_place_pose("apple", position=np.array([0.4, np.inf, 0.8]))
+    with pytest.raises(ToolArgumentError, match="Pose"):
+        tools.grasp([0.4, 0.0, 0.8])
+    with pytest.raises(ToolArgumentError, match="no object named"):
+        tools.get_3d_bbox("unicorn")
+    with pytest.raises(ToolArgumentError, match="zero vector"):
+        tools.move_in_direction(np.zeros(3), 0.1)
+    result = runner.run(_goal(tasks["Simple_0"], "move_to_pose(get_gripper_pose())\nx = 1 / 0\n", repeats=1))
+    assert result["repeats"][0]["status"] == "code_error" and "ZeroDivisionError" in result["repeats"][0]["error"]
+
+
+def test_bad_goals_are_clear_errors(tasks):
+    with pytest.raises(GoalError, match="not valid JSON"):
+        parse_goal("{'world': 1")
+    with pytest.raises(GoalError, match="unknown world"):
+        parse_goal(json.dumps({"world_file": "/nonexistent/world.json", "code": "x = 1"}))
+    with pytest.raises(GoalError, match="repeats"):
+        parse_goal(json.dumps({"world": tasks["Simple_0"].world.to_json(), "code": "x = 1", "repeats": 0}))
+    with pytest.raises(GoalError, match="perception"):
+        parse_goal(json.dumps({"world": tasks["Simple_0"].world.to_json(), "code": "x = 1", "perception": "xray"}))
+
+
+def test_cabinet_drawer_opens_by_its_handle_and_takes_an_object(runner, catalog):
+    ep = RobotEvalParams(shapes={"objects": ["gelatin_box"], "studies": ["drawer"], "repeats": 1})
+    trials, skipped = shapes.trials(catalog, WorldsParams(), ep)
+    assert skipped == [] and len(trials) == 1
+    result = runner.run(parse_goal(json.dumps(shapes.goal(trials[0], ep))))
+    repeat = result["repeats"][0]
+    assert repeat["status"] == "ok", repeat["error"]
+    assert repeat["state"]["joints"]["cabinet.drawer_1"] >= 0.1  # pulled out along its prismatic joint
+    assert repeat["success"], repeat["items"]
+
+
+def test_ur5_runs_simple_0(tasks):
+    runner = EpisodeRunner(create_backend("sim", arm="ur5"), "ur5")
+    try:
+        result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=1))
+    finally:
+        runner.backend.close()
+    assert result["arm"] == "ur5" and result["repeats"][0]["success"], result["repeats"][0]
+
+
+def test_moveit_backend_says_what_is_missing():
+    with pytest.raises(BackendUnavailable, match="moveit_commander"):
+        create_backend("moveit")
+
+
+def test_cabinet_door_swings_open_along_an_arc_about_its_hinge(catalog):
+    import numpy as np
+
+    from tasks.roboscript.world import World, cabinet_models
+
+    worlds = WorldsParams()
+    parts, joints = cabinet_models(catalog["cabinet_2_drawers_1_door"], (0.72, 0.0), worlds.table.height)
+    assert [j.type for j in joints] == ["prismatic", "prismatic", "revolute"]
+    backend = create_backend("sim")
+    try:
+        backend.load_world(World("door", "test", worlds.table, worlds.robot, parts, joints))
+        backend.reset(0)
+        tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
+        tools.open_gripper()
+        tools.grasp(tools.parse_adaptive_shape_grasp_pose("cabinet.door_handle_0"))
+        tools.close_gripper()
+        assert backend.held == "cabinet.door_handle_0"
+        info = tools.get_object_joint_info("cabinet.door_0", tools.get_object_center_position("cabinet.door_handle_0"),
+                                           type="revolute")
+        assert info["type"] == "revolute" and np.allclose(info["joint_axis"], [0, 0, -1])
+        tools.follow_path(tools.generate_arc_path_around_joint(tools.get_gripper_pose(), info["joint_axis"],
+                                                               info["joint_position"], 10, 40))
+        assert backend.joint_states()[2].value > 0.2  # swung out towards the robot (radians)
+    finally:
+        backend.close()
