@@ -1,0 +1,193 @@
+"""The leaderboard, from MLflow runs (never from files): paper-style tables (Table 3: SR / IS / GCS / LC / RDI per
+agent for #Seen and #Unseen; Tables 2 and 4: per task type), as Markdown and as a static HTML page with bar charts
+(matplotlib PNGs embedded as base64).
+
+Which runs: for each (agent label, split), the newest finished run -- of the dataset version of the newest run
+overall, unless ``all_versions`` (then each label's newest run of any version). Overall figures are the splits'
+tallies added up, so they are exact, not averages of averages.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass, field
+
+from tasks.muep.eval.metrics import Tally
+from tasks.muep.eval.runs import RunSummary
+from tasks.muep.vocab import TASK_TYPES
+
+SPLIT_NAMES = {"seen_test": "#Seen", "unseen_test": "#Unseen", "train": "#Train"}
+COLUMNS = (("sr", "SR"), ("is_success", "IS"), ("gcs", "GCS"), ("lc", "LC"), ("rdi", "RDI"))
+DETAIL = COLUMNS + (("is_all", "IS (all)"), ("pr", "PR"))
+PERCENT = {"sr", "gcs", "lc", "rdi", "pr"}
+
+
+@dataclass
+class Board:
+    labels: list[str]
+    splits: list[str]
+    dataset_versions: list[str]
+    cells: dict[tuple[str, str], Tally] = field(default_factory=dict)                 # (label, split)
+    types: dict[tuple[str, str, str], Tally] = field(default_factory=dict)           # (label, split, type)
+    runs: list[RunSummary] = field(default_factory=list)
+
+    def overall(self, label: str) -> Tally:
+        return sum((self.cells[(label, s)] for s in self.splits if (label, s) in self.cells), Tally())
+
+    def task_types(self) -> list[str]:
+        present = {k[2] for k in self.types}
+        return [t for t in TASK_TYPES if t in present] + sorted(present - set(TASK_TYPES))
+
+    def by_type(self, label: str, split: str | None, kind: str) -> Tally | None:
+        if split is not None:
+            return self.types.get((label, split, kind))
+        parts = [self.types[(label, s, kind)] for s in self.splits if (label, s, kind) in self.types]
+        return sum(parts, Tally()) if parts else None
+
+
+def build(runs: list[RunSummary], all_versions: bool = False) -> Board:
+    runs = sorted(runs, key=lambda r: r.start_time, reverse=True)
+    if runs and not all_versions:
+        runs = [r for r in runs if r.dataset_version == runs[0].dataset_version]
+    chosen: dict[tuple[str, str], RunSummary] = {}
+    for r in runs:
+        chosen.setdefault((r.label, r.split), r)
+    order = {s: i for i, s in enumerate(SPLIT_NAMES)}
+    splits = sorted({s for _, s in chosen}, key=lambda s: (order.get(s, 99), s))
+    board = Board(labels=[], splits=splits, dataset_versions=sorted({r.dataset_version for r in chosen.values()}),
+                  runs=list(chosen.values()))
+    for (label, split), r in chosen.items():
+        board.cells[(label, split)] = r.total
+        for kind, t in r.by_type.items():
+            board.types[(label, split, kind)] = t
+    labels = {label for label, _ in chosen}
+    board.labels = sorted(labels, key=lambda lb: (-(board.overall(lb).rates()["sr"] or 0.0), lb))
+    return board
+
+
+def fmt(name: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}" if name in PERCENT else f"{value:.2f}"
+
+
+def _type_label(kind: str) -> str:
+    return TASK_TYPES[kind].label if kind in TASK_TYPES else kind
+
+
+def tables(board: Board) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of every table, for both renderings."""
+    header = ["Agent"]
+    for s in board.splits:
+        header += [f"{SPLIT_NAMES.get(s, s)} {title}" for _, title in COLUMNS]
+    header += ["Overall SR", "Overall PR", "Episodes"]
+    main = []
+    for label in board.labels:
+        row = [label]
+        for s in board.splits:
+            rates = board.cells[(label, s)].rates() if (label, s) in board.cells else {}
+            row += [fmt(name, rates.get(name)) for name, _ in COLUMNS]
+        overall = board.overall(label)
+        row += [fmt("sr", overall.rates()["sr"]), fmt("pr", overall.rates()["pr"]), str(overall.episodes)]
+        main.append(row)
+    out = [("Main results (cf. the paper's Table 3)", header, main)]
+    detail_header = ["Agent", "Task type", "Episodes"] + [title for _, title in DETAIL]
+    for split in board.splits + [None]:
+        rows = []
+        for label in board.labels:
+            for kind in board.task_types():
+                t = board.by_type(label, split, kind)
+                if t is not None:
+                    rates = t.rates()
+                    rows.append([label, _type_label(kind), str(t.episodes)] + [fmt(n, rates[n]) for n, _ in DETAIL])
+        name = SPLIT_NAMES.get(split, split) if split else "all splits"
+        out.append((f"Per task type, {name} (cf. the paper's Tables 2 and 4)", detail_header, rows))
+    return out
+
+
+def _preamble(board: Board, source: str) -> str:
+    versions = ", ".join(f"`{v}`" for v in board.dataset_versions) or "none"
+    return (f"{len(board.runs)} MLflow runs from {source}; dataset version {versions}. SR, GCS, LC, RDI and PR "
+            "(progress rate) in %; IS = mean steps of the successful episodes, IS (all) = of all episodes. "
+            "\"-\" = undefined (no successful / failed episode). Definitions: docs/muep-eval.md.")
+
+
+def to_markdown(board: Board, source: str) -> str:
+    lines = ["# MuEP leaderboard", "", _preamble(board, source), ""]
+    if not board.labels:
+        return "\n".join(lines + ["No evaluation runs yet: run `dvc repro muep-eval`.", ""])
+    for title, header, rows in tables(board):
+        lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+    lines += ["Charts: reports/leaderboard.html.", ""]
+    return "\n".join(lines)
+
+
+def charts(board: Board) -> list[tuple[str, bytes]]:
+    """(caption, PNG) bar charts: SR / GCS / LC per agent and split; SR and GCS per task type and agent."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    def png(fig) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+        plt.close(fig)
+        return buf.getvalue()
+
+    out = []
+    labels = board.labels
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+    width = 0.8 / max(1, len(board.splits))
+    x = np.arange(len(labels))
+    for ax, (name, title) in zip(axes, (("sr", "SR"), ("gcs", "GCS"), ("lc", "LC")), strict=True):
+        for k, split in enumerate(board.splits):
+            values = [100 * ((board.cells[(lb, split)].rates()[name] or 0.0) if (lb, split) in board.cells else 0.0)
+                      for lb in labels]
+            ax.bar(x + k * width, values, width, label=SPLIT_NAMES.get(split, split))
+        ax.set_title(f"{title} (%)")
+        ax.set_xticks(x + width * (len(board.splits) - 1) / 2, labels, rotation=20, ha="right")
+        ax.set_ylim(0, 105)
+    axes[0].legend(fontsize=8)
+    out.append(("SR, GCS and LC per agent and split", png(fig)))
+
+    kinds = board.task_types()
+    fig, axes = plt.subplots(2, 1, figsize=(12, 6.4), sharex=True)
+    width = 0.8 / max(1, len(labels))
+    x = np.arange(len(kinds))
+    for ax, (name, title) in zip(axes, (("sr", "SR"), ("gcs", "GCS")), strict=True):
+        for k, label in enumerate(labels):
+            values = [100 * ((t.rates()[name] or 0.0) if (t := board.by_type(label, None, kind)) else 0.0)
+                      for kind in kinds]
+            ax.bar(x + k * width, values, width, label=label)
+        ax.set_ylabel(f"{title} (%)")
+        ax.set_ylim(0, 105)
+    axes[0].legend(fontsize=8)
+    axes[1].set_xticks(x + width * (len(labels) - 1) / 2, [_type_label(t) for t in kinds], rotation=15, ha="right")
+    out.append(("SR and GCS per task type (all splits)", png(fig)))
+    return out
+
+
+def to_html(board: Board, source: str) -> str:
+    e = html.escape
+    parts = ["<!doctype html>", "<html><head><meta charset='utf-8'><title>MuEP leaderboard</title>",
+             "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
+             "margin-bottom:1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}"
+             "td:first-child,th:first-child{text-align:left}th{background:#f0f2f5}img{max-width:100%}</style>",
+             "</head><body>", "<h1>MuEP leaderboard</h1>", f"<p>{e(_preamble(board, source))}</p>"]
+    if not board.labels:
+        parts.append("<p>No evaluation runs yet: run <code>dvc repro muep-eval</code>.</p>")
+    else:
+        for caption, data in charts(board):
+            parts.append(f"<figure><img alt='{e(caption)}' src='data:image/png;base64,"
+                         f"{base64.b64encode(data).decode('ascii')}'><figcaption>{e(caption)}</figcaption></figure>")
+        for title, header, rows in tables(board):
+            parts += [f"<h2>{e(title)}</h2>", "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
+            parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
+            parts.append("</table>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,118 @@
+"""Flow tests: the muep-eval flow (Prefect, process pool) on a small real dataset logs one MLflow run per agent x
+split into a real sqlite store, writes the DVC metrics and trajectories; the muep-leaderboard flow then builds the
+tables and charts from MLflow alone. Plus the leaderboard's choice of runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from openai_server import openai_server  # noqa: F401 (fixture)
+from test_eval_support import build_dataset
+
+from tasks.muep.eval.leaderboard import build, tables, to_markdown
+from tasks.muep.eval.metrics import Tally
+from tasks.muep.eval.records import EpisodeResult
+from tasks.muep.eval.runs import RunSummary
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _flow(module: str, root: Path, env: dict) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", f"flows.{module}", "--params", str(root / "params.yaml")], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+@pytest.mark.prefect
+@pytest.mark.textworld
+@pytest.mark.network
+def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, openai_server):  # noqa: F811
+    from mlflow import MlflowClient
+
+    data = build_dataset()
+    root = tmp_path / "root"
+    shutil.copytree(data.root / "data", root / "data")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["tracking"]["uri"] = None   # the default store: sqlite mlflow.db under the root, artifacts beside it
+    params["muep"]["eval"].update(agents=["oracle", "random", "openai"], max_steps=8, max_invalid_streak=2,
+                                  batch_size=2, task_runner="processes", workers=2)
+    params["muep"]["eval"]["openai"].update(model="test-model", base_url=openai_server.base_url, max_retries=0,
+                                            few_shot=1)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = os.environ | {"EMBP_ROOT": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                        "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+
+    _flow("muep_eval", root, env)
+    oracle = json.loads((root / "reports/muep/eval_oracle.json").read_text())
+    random = json.loads((root / "reports/muep/eval_random.json").read_text())
+    llm = json.loads((root / "reports/muep/eval_openai.json").read_text())
+    assert oracle["overall"]["sr"] == oracle["overall"]["lc"] == oracle["overall"]["gcs"] == 1.0
+    assert oracle["overall"]["episodes"] == 6 and set(oracle["by_split"]) == {"seen_test", "unseen_test"}
+    assert len(oracle["by_task_type"]) == 6 and oracle["dataset_version"].startswith("sha256:")
+    assert random["overall"]["sr"] < 1.0 and random["overall"]["lc"] == 1.0
+    assert llm["overall"]["lc"] == 0.0 and llm["overall"]["sr"] == 0.0   # the fake endpoint only echoes
+    assert openai_server.calls == 1 + 6 * 2                                 # preflight + 2 invalid steps each
+    assert "Example 1 (pick heat then place)" in openai_server.bodies[-1]["messages"][0]["content"]
+
+    trajectories = [json.loads(line) for line in (root / "data/muep/eval/oracle/seen_test.jsonl").open()]
+    assert len(trajectories) == 3 and all(EpisodeResult.from_json({k: v for k, v in t.items() if k != "metrics"})
+                                          .success for t in trajectories)
+
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("embp/muep-eval")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 6 and {r.info.status for r in runs} == {"FINISHED"}
+    run = next(r for r in runs if r.data.tags["agent"] == "oracle" and r.data.tags["split"] == "unseen_test")
+    assert run.data.params["dataset_version"] == oracle["dataset_version"] and run.data.params["model"] == "ff-planner"
+    assert run.data.metrics["sr"] == 1.0 and run.data.metrics["n/episodes"] == 3
+    assert run.data.metrics["sr/look_at_obj_in_light"] == 1.0
+    assert "rdi" not in run.data.metrics  # undefined without a failure: not logged
+    artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "trajectories")]
+    assert artifacts == ["trajectories/unseen_test.jsonl"]
+    local = client.download_artifacts(run.info.run_id, "trajectories/unseen_test.jsonl", str(tmp_path))
+    assert len(Path(local).read_text().splitlines()) == 3
+    llm_run = next(r for r in runs if r.data.tags["agent"] == "openai")
+    assert llm_run.data.params["base_url"] == openai_server.base_url and llm_run.data.tags["agent_label"] == \
+        "openai:test-model"
+
+    for report in (root / "reports/muep").glob("eval_*.json"):  # the leaderboard reads MLflow, not these files
+        report.unlink()
+    _flow("muep_leaderboard", root, env)
+    md = (root / "reports/leaderboard.md").read_text()
+    html = (root / "reports/leaderboard.html").read_text()
+    assert "| oracle | 100.0 | " in md and "| random |" in md and "| openai:test-model |" in md
+    assert "#Seen SR" in md and "#Unseen RDI" in md and "Per task type, #Unseen" in md
+    assert "| oracle | pick heat then place | 1 | 100.0 |" in md
+    assert html.count("data:image/png;base64,") == 2 and "<table>" in html
+
+
+def _summary(label: str, split: str, version: str, start: int, successes: int) -> RunSummary:
+    t = Tally(episodes=2, successes=successes, steps=10, steps_success=4 * successes, valid=8, goals_met=2,
+              goals_total=4, failed=2 - successes, disoriented_failed=0, progress_sum=1.0)
+    return RunSummary(f"{label}-{split}-{start}", label, label, split, version, start, t,
+                      {"pick_and_place_simple": t})
+
+
+def test_leaderboard_keeps_the_newest_run_per_agent_and_split_of_the_newest_data():
+    runs = [_summary("random", "seen_test", "v1", 1, 0), _summary("random", "seen_test", "v2", 5, 1),
+            _summary("random", "unseen_test", "v2", 6, 0), _summary("oracle", "seen_test", "v1", 2, 2),
+            _summary("oracle", "seen_test", "v2", 7, 2), _summary("oracle", "seen_test", "v2", 3, 0),
+            _summary("old", "seen_test", "v1", 4, 2)]
+    board = build(runs)
+    assert board.labels == ["oracle", "random"] and board.dataset_versions == ["v2"]   # "old" is of v1 only
+    assert board.cells[("oracle", "seen_test")].successes == 2                          # start 7, not 3
+    assert board.overall("random").episodes == 4 and board.overall("random").successes == 1
+    main = tables(board)[0]
+    assert main[1][1] == "#Seen SR" and main[2][1][:2] == ["random", "50.0"]
+    assert main[2][0][-3:] == ["100.0", "50.0", "2"] and main[2][1][6] == "0.0"          # oracle has no #Unseen run
+    assert "old" in build(runs, all_versions=True).labels
+    assert "No evaluation runs yet" in to_markdown(build([]), "x")
