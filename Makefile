@@ -7,9 +7,18 @@ WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 export DVC_NO_ANALYTICS := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: setup run test bench lint clean
+.PHONY: setup system-deps run test bench lint clean
 
-setup: $(VENV)/.installed
+# Debian packages: ROS 1 for the robot runners (no catkin, no /opt/ros: Debian 12's own packages). Installed once,
+# skipped when present; needs root (CI and these machines run as root).
+ROS_PKGS := ros-core python3-rospy python3-std-msgs python3-genpy python3-genmsg python3-actionlib \
+            python3-actionlib-msgs ros-std-msgs ros-actionlib-msgs python3-netifaces
+
+system-deps:
+	@dpkg -s $(ROS_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ROS_PKGS) >/dev/null; }
+
+setup: system-deps $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +33,9 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# are pinned in pyproject.toml; jericho (Z-machine games, imported by textworld at start-up) is built without
 	# spaCy, which only its template action generator uses and the PDDL environment never touches.
 	$(BIN)/python -m pip install -q --no-deps textworld==1.7.0 jericho==3.3.1
+	# ROS 1 for the robot runners: Debian's packages (apt, see .ci/run) linked into the venv one by one, so the venv
+	# sees rospy & co. and nothing else of Debian's dist-packages. Without them installed this only warns.
+	-$(BIN)/python -m robot.ros_env
 	touch $@
 
 run: setup

@@ -66,19 +66,39 @@ def _stage(stage: str, module: str, params: Optional[Path]) -> None:
     raise typer.Exit(code)
 
 
-@muep_app.command("metadata")
-def muep_metadata(params: ParamsOption = None) -> None:
-    """Stage 1: scene metadata of the AI2-THOR floorplans and a seeded initial state (object dictionary)."""
-    _stage("muep-metadata", "muep_metadata", params)
+roboscript_app = typer.Typer(help="RoboScript stages (each runs one Prefect flow).", no_args_is_help=True)
+app.add_typer(roboscript_app, name="roboscript")
+
+#: (group, command) -> (flow module, help). Each is also `python -m flows.<module>`; `embp muep train` has more
+#: options as `python -m flows.muep_train --help`.
+STAGES = {
+    ("muep", "metadata"): ("muep_metadata", "Stage 1: scene metadata of the AI2-THOR floorplans and a seeded initial state."),
+    ("muep", "generate"): ("muep_generate", "Stage 2: in-context task generation with the configured LLM backend."),
+    ("muep", "filter"): ("muep_filter", "Stage 3: four-fold task filtering plus duplicates, with reason codes."),
+    ("muep", "demos"): ("muep_demos", "Stage 4: expert demonstrations replayed in TextWorld, rendered, sharded."),
+    ("muep", "sft"): ("muep_sft", "Instruction-following records from the demonstration shards."),
+    ("muep", "card"): ("muep_card", "The dataset card (statistics, figures)."),
+    ("muep", "eval"): ("muep_eval", "Evaluate the configured agents in the test episodes' games; MLflow runs."),
+    ("muep", "leaderboard"): ("muep_leaderboard", "The leaderboard (Markdown + HTML) read from MLflow."),
+    ("muep", "train"): ("muep_train", "Fine-tune the baselines in train.baselines on the SFT export."),
+    ("roboscript", "worlds"): ("roboscript_worlds", "Sample tabletop worlds, pictures, scene text, Table I worlds."),
+    ("roboscript", "queries"): ("roboscript_queries", "Task queries suggested by the LLM backend per world."),
+    ("roboscript", "codegen"): ("roboscript_codegen", "Hierarchical code generation and code checks."),
+    ("roboscript", "eval"): ("roboscript_eval", "Run the benchmark tasks' code on a pool of ROS runners."),
+    ("roboscript", "shapes"): ("roboscript_shapes", "The object-shape study over every catalog object."),
+}
+_GROUPS = {"muep": muep_app, "roboscript": roboscript_app}
 
 
-@muep_app.command("generate")
-def muep_generate(params: ParamsOption = None) -> None:
-    """Stage 2: in-context task generation with the configured LLM backend."""
-    _stage("muep-generate", "muep_generate", params)
+def _register(group: str, command: str, module: str, help_text: str) -> None:
+    stage = module.replace("_", "-")
+
+    def run(params: ParamsOption = None) -> None:
+        _stage(stage, module, params)
+
+    run.__doc__ = help_text
+    _GROUPS[group].command(command, help=help_text)(run)
 
 
-@muep_app.command("filter")
-def muep_filter(params: ParamsOption = None) -> None:
-    """Stage 3: four-fold task filtering plus duplicates, with reason codes."""
-    _stage("muep-filter", "muep_filter", params)
+for (_group, _command), (_module, _help) in STAGES.items():
+    _register(_group, _command, _module, _help)

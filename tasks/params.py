@@ -188,6 +188,96 @@ class SFTParams(_Strict):
     """(observation, action) pairs before the current step given to the model; 0 = the current observation only."""
 
 
+class OpenAIAgentParams(_Strict):
+    """The ``openai`` evaluation agent: a chat model behind any OpenAI-compatible endpoint."""
+
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    max_tokens: Annotated[int, Field(ge=1, le=4096)] = 64
+    max_calls_per_episode: Annotated[int, Field(ge=1, le=1000)] = 40
+    """Requests the agent may make in one episode; then the episode ends (``end_reason: call_budget``)."""
+    few_shot: Annotated[int, Field(ge=0, le=6)] = 1
+    """Expert demonstrations of the train split shown in the prompt (same task type first)."""
+    timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 60.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
+
+
+class HFAgentParams(_Strict):
+    """A local transformers model (``hf``: causal LM; ``hf-vision``: image-text-to-text) and an optional adapter."""
+
+    model_path: str | None = None
+    adapter_path: str | None = None
+    max_new_tokens: Annotated[int, Field(ge=1, le=1024)] = 32
+
+
+class EvalParams(_Strict):
+    agents: list[str] = ["oracle", "random"]
+    splits: list[Literal["train", "seen_test", "unseen_test"]] = ["seen_test", "unseen_test"]
+    max_steps: Annotated[int, Field(ge=1, le=200)] = 30
+    max_invalid_streak: Annotated[int, Field(ge=1, le=200)] = 10
+    episodes: Annotated[int, Field(ge=1)] | None = None
+    """Episodes per split (round-robin over task types); null = every 'ok' episode of the split."""
+    seed: int = 0
+    batch_size: Annotated[int, Field(ge=1, le=10000)] = 4
+    task_runner: Literal["sequential", "processes", "dask"] = "processes"
+    workers: Annotated[int, Field(ge=1, le=256)] = 2
+    dask_address: str | None = None
+    renderer: str = "schematic"
+    render_size: Annotated[int, Field(ge=160, le=1024)] = 300
+    openai: OpenAIAgentParams = OpenAIAgentParams()
+    hf: HFAgentParams = HFAgentParams()
+    hf_vision: HFAgentParams = HFAgentParams()
+
+    @field_validator("task_runner", mode="before")
+    @classmethod
+    def _no_threads(cls, value: Any) -> Any:
+        return DemosParams._no_threads(value)
+
+    @field_validator("renderer")
+    @classmethod
+    def _known_renderer(cls, value: str) -> str:
+        return DemosParams._known_renderer(value)
+
+    @field_validator("agents")
+    @classmethod
+    def _known_agents(cls, value: list[str]) -> list[str]:
+        from tasks.muep.eval.agents import AGENTS
+
+        if not value:
+            raise ValueError("lists no agent")
+        if len(set(value)) != len(value):
+            raise ValueError("lists an agent twice")
+        for name in value:
+            if name not in AGENTS:
+                raise ValueError(f"unknown agent {name!r}; registered: {', '.join(AGENTS.names())}")
+        return value
+
+    @field_validator("splits")
+    @classmethod
+    def _some_splits(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("lists no split")
+        if len(set(value)) != len(value):
+            raise ValueError("lists a split twice")
+        return value
+
+    @model_validator(mode="after")
+    def _model_paths(self) -> EvalParams:
+        for agent, key in (("hf", "hf"), ("hf-vision", "hf_vision")):
+            if agent in self.agents and not getattr(self, key).model_path:
+                raise ValueError(f"agents lists {agent!r} but {key}.model_path is null")
+        return self
+
+
 class MuEPParams(_Strict):
     scenes: SceneParams = SceneParams()
     metadata: MetadataParams = MetadataParams()
@@ -195,6 +285,54 @@ class MuEPParams(_Strict):
     filter: FilterParams = FilterParams()
     demos: DemosParams = DemosParams()
     sft: SFTParams = SFTParams()
+    eval: EvalParams = EvalParams()
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Training (the eight MuEP baselines; tasks/train, flows/muep_train.py, docs/training.md)
+
+
+class TrainParams(_Strict):
+    profile: Literal["tiny", "full"] = "tiny"
+    """tiny: each baseline's architecture with random weights and a local tokenizer (CPU, seconds); full: the public
+    checkpoints of the registry (a GPU worker)."""
+    baselines: list[str] = ["opt-6.7b", "llava"]
+    """Registry names (tasks/train/registry.py) that `dvc repro` trains; one DVC stage each."""
+    max_steps: Annotated[int, Field(ge=1, le=1_000_000)] = 12
+    learning_rate: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    batch_size: Annotated[int, Field(ge=1, le=4096)] | None = None
+    grad_accum: Annotated[int, Field(ge=1, le=1024)] | None = None
+    warmup_steps: Annotated[int, Field(ge=0)] | None = None
+    max_seq_len: Annotated[int, Field(ge=64, le=16384)] = 384
+    history_window: Annotated[int, Field(ge=0, le=50)] = 2
+    quantize_4bit: bool | None = None
+    lora_r: Annotated[int, Field(ge=1, le=1024)] | None = None
+    lora_alpha: Annotated[int, Field(ge=1, le=4096)] | None = None
+    gradient_checkpointing: bool = True
+    max_grad_norm: Annotated[float, Field(ge=0.0)] = 1.0
+    save_every: Annotated[int, Field(ge=1)] = 5
+    eval_batches: Annotated[int, Field(ge=0, le=10000)] = 2
+    max_train_records: Annotated[int, Field(ge=1)] | None = None
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    cpu_threads: Annotated[int, Field(ge=1, le=512)] | None = 1
+    """torch threads when training on CPU; null = torch's default. 1 on shared small machines: oversubscribed
+    threads made the tiny models ~10x slower there."""
+    seed: int = 0
+    output_dir: str = "models"
+
+    @field_validator("baselines")
+    @classmethod
+    def _known_baselines(cls, value: list[str]) -> list[str]:
+        from tasks.train.registry import BASELINES
+
+        if not value:
+            raise ValueError("lists no baseline")
+        if len(set(value)) != len(value):
+            raise ValueError("lists a baseline twice")
+        for name in value:
+            if name not in BASELINES:
+                raise ValueError(f"unknown baseline {name!r}; registered: {', '.join(BASELINES.names())}")
+        return value
 
 
 class TrackingParams(_Strict):
@@ -207,6 +345,7 @@ class Params(_Strict):
     llm: LLMParams = LLMParams()
     tracking: TrackingParams = TrackingParams()
     muep: MuEPParams = MuEPParams()
+    train: TrainParams = TrainParams()
     roboscript: RoboScriptParams = RoboScriptParams()
 
 

@@ -11,6 +11,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from robot.params import RobotEvalParams
+
 Metres = Annotated[float, Field(ge=-5.0, le=5.0)]
 
 
@@ -102,3 +104,4 @@ class RoboScriptParams(_Strict):
     worlds: WorldsParams = WorldsParams()
     queries: QueriesParams = QueriesParams()
     codegen: CodegenParams = CodegenParams()
+    eval: RobotEvalParams = RobotEvalParams()  # robot evaluation on ROS runners (robot/params.py, docs/robot.md)
