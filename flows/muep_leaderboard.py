@@ -7,6 +7,7 @@ import logging
 from prefect import flow
 
 from flows._runtime import main
+from robot import leaderboard as robot_leaderboard
 from tasks import paths, tracking
 from tasks.errors import DataError
 from tasks.io import write_text
@@ -38,8 +39,15 @@ def build_leaderboard(params_file: str | None = None, all_versions: bool = False
         slog.read(uri, f"{len(runs)} finished runs of {name}")
         board = leaderboard.build(runs, all_versions=all_versions)
         source = f"experiment `{name}`"
-        for target, text in ((paths.REPORTS / "leaderboard.md", leaderboard.to_markdown(board, source)),
-                             (paths.REPORTS / "leaderboard.html", leaderboard.to_html(board, source))):
+        md, page = leaderboard.to_markdown(board, source), leaderboard.to_html(board, source)
+        robot_name = f"{params.tracking.experiment_prefix}/{robot_leaderboard.EXPERIMENT}"
+        robot_section = robot_leaderboard.section_markdown(client, robot_name)
+        if robot_section:  # the RoboScript table joins the same page when its evaluation has run
+            slog.read(uri, f"runs of {robot_name}")
+            md = md.rstrip("\n") + "\n\n" + robot_section
+            page = page.replace("</body></html>", robot_leaderboard.markdown_table_to_html(robot_section)
+                                + "\n</body></html>")
+        for target, text in ((paths.REPORTS / "leaderboard.md", md), (paths.REPORTS / "leaderboard.html", page)):
             write_text(target, text)
             slog.wrote(target)
     return board

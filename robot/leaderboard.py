@@ -1,0 +1,68 @@
+"""The RoboScript part of the leaderboard: the paper's Table II, read from the MLflow runs of `roboscript-eval`.
+
+Each run logs ``<task>.<metric>`` metrics (robot/evaluation.py); the newest finished run per model (its run name)
+gives one block of rows.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+
+from robot.scoring import METRICS, table2_markdown
+
+EXPERIMENT = "roboscript-eval"
+
+
+def per_model_from_runs(runs) -> dict[str, dict[str, dict[str, float]]]:
+    """``runs``: MLflow ``Run`` objects, any order. The newest finished run of each model wins."""
+    chosen: dict[str, object] = {}
+    for run in sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True):
+        if run.info.status != "FINISHED":
+            continue
+        model = run.data.tags.get("model") or run.info.run_name
+        chosen.setdefault(model, run)
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for model, run in chosen.items():
+        per_task: dict[str, dict[str, float]] = defaultdict(dict)
+        for key, value in run.data.metrics.items():
+            task, _, metric = key.rpartition(".")
+            if task and task != "mean" and metric in METRICS:
+                per_task[task][metric] = value
+        table[model] = dict(per_task)
+    return table
+
+
+def section_markdown(client, experiment_name: str) -> str | None:
+    """The Table II section, or None when the store has no RoboScript evaluation run."""
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        return None
+    runs = client.search_runs([experiment.experiment_id], max_results=200)
+    table = per_model_from_runs(runs)
+    if not table:
+        return None
+    task_ids = sorted({t for per_task in table.values() for t in per_task})
+    return table2_markdown(table, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
+                                            f"`{experiment_name}`, the newest run per model; definitions in "
+                                            "docs/robot.md.")
+
+
+def markdown_table_to_html(markdown: str) -> str:
+    """The small subset we write: a title paragraph and one pipe table."""
+    out, rows = [], []
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= {"-", ":", " "} for c in cells):
+                rows.append(cells)
+        elif line.startswith("## "):
+            out.append(f"<h2>{html.escape(line[3:])}</h2>")
+        elif line.strip():
+            out.append(f"<p>{html.escape(line)}</p>")
+    if rows:
+        head, *body = rows
+        out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr></thead><tbody>")
+        out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body]
+        out.append("</tbody></table>")
+    return "\n".join(out)

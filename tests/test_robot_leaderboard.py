@@ -1,0 +1,35 @@
+"""The RoboScript Table II section of the leaderboard is read from a real MLflow sqlite store."""
+
+from __future__ import annotations
+
+import mlflow
+from mlflow import MlflowClient
+
+from robot.leaderboard import markdown_table_to_html, section_markdown
+
+
+def test_table2_from_mlflow_runs(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    exp = mlflow.create_experiment("embp/roboscript-eval", artifact_location=(tmp_path / "art").as_uri())
+    for model, success in (("offline", 0.0), ("offline", 0.8), ("gpt-x", 1.0)):  # the newest run per model wins
+        with mlflow.start_run(experiment_id=exp, run_name=model):
+            mlflow.set_tag("model", model)
+            mlflow.log_metrics({"Simple_0.grammar_correct": 1.0, "Simple_0.semantic_correct": 1.0,
+                                "Simple_0.finished_steps_ratio": success, "Simple_0.finished_whole_task": success,
+                                "Hard_1.finished_whole_task": 0.5, "mean.finished_whole_task": success})
+    client = MlflowClient(uri)
+    md = section_markdown(client, "embp/roboscript-eval")
+    assert md is not None and "| LLM | metric | Hard_1 | Simple_0 |" in md
+    cells, model = {}, None
+    for line in md.splitlines()[md.splitlines().index("| LLM | metric | Hard_1 | Simple_0 |") + 2:]:
+        first, metric, *values = [c.strip() for c in line.strip().strip("|").split("|")]
+        model = first or model
+        cells[(model, metric)] = values
+    assert {m for m, _ in cells} == {"offline", "gpt-x"}  # one block per model, not per run
+    assert cells[("offline", "finished whole task")] == ["0.5", "0.8"]  # the newest offline run
+    assert cells[("gpt-x", "finished whole task")] == ["0.5", "1"]
+    assert cells[("offline", "grammar correctness")][0] == "n/a"  # Hard_1 logged no grammar figure
+    page = markdown_table_to_html(md)
+    assert page.count("<tr>") == 1 + 2 * 4 and "<h2>RoboScript benchmark (Table II)</h2>" in page
+    assert section_markdown(client, "embp/nothing-here") is None
