@@ -24,6 +24,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from robot import _code_checks
@@ -153,12 +154,30 @@ class CodePolicy:
         return {name: getattr(builtins, name) for name in sorted(self.builtins)}
 
     def namespace(self, backend: ToolAPI) -> dict[str, Any]:
-        """Globals for executing a checked snippet against a robot backend: safe builtins, ``np`` and the tools."""
+        """Globals for executing a checked snippet against a robot backend: safe builtins, ``np`` and the tools.
+
+        ``np`` is not the numpy module but a view of it holding only the attributes on ``modules["np"]`` -- the
+        very list the static check uses -- so code cannot reach at run time what the check would reject.
+        """
         import numpy
 
-        namespace: dict[str, Any] = {"__builtins__": self.safe_builtins(), "np": numpy}
+        namespace: dict[str, Any] = {"__builtins__": self.safe_builtins(),
+                                     "np": restricted_module(numpy, self.modules["np"])}
         namespace.update({name: getattr(backend, name) for name in self.tools})
         return namespace
+
+
+def restricted_module(module: Any, allowed: frozenset[str]) -> SimpleNamespace:
+    """A stand-in for a module holding only the allow-listed attributes (``linalg.norm`` as a nested namespace)."""
+    top: dict[str, Any] = {}
+    for dotted in sorted(allowed):
+        head, _, rest = dotted.partition(".")
+        if rest:
+            sub = top.setdefault(head, SimpleNamespace())
+            setattr(sub, rest, getattr(getattr(module, head), rest))
+        else:
+            top[head] = getattr(module, head)
+    return SimpleNamespace(**top)
 
 
 #: The policy every stage and the ROS runner use.

@@ -69,19 +69,6 @@ class _Interrupted(BaseException):
 # ------------------------------------------------------------------------------------------------------------- child
 
 
-def _restricted_module(module: Any, allowed: frozenset[str]) -> SimpleNamespace:
-    """A stand-in for ``np`` holding only the allow-listed attributes (``linalg.norm`` as a nested namespace)."""
-    top: dict[str, Any] = {}
-    for dotted in sorted(allowed):
-        head, _, rest = dotted.partition(".")
-        if rest:
-            sub = top.setdefault(head, SimpleNamespace())
-            setattr(sub, rest, getattr(getattr(module, head), rest))
-        else:
-            top[head] = getattr(module, head)
-    return SimpleNamespace(**top)
-
-
 def _snippet_line(tb) -> int | None:
     line = None
     for frame, lineno in traceback.walk_tb(tb):
@@ -103,8 +90,6 @@ def _limit_memory(memory_mb: int, cpu_s: float) -> None:
 
 
 def _child(conn, code: str, memory_mb: int, cpu_s: float, policy: CodePolicy) -> None:
-    import numpy
-
     printed: list[str] = []
 
     def sandbox_print(*args: Any, sep: str = " ", end: str = "\n", **_: Any) -> None:
@@ -123,8 +108,7 @@ def _child(conn, code: str, memory_mb: int, cpu_s: float, policy: CodePolicy) ->
         return call
 
     tools = SimpleNamespace(**{name: proxy(name) for name in policy.tools})
-    namespace = policy.namespace(tools)  # type: ignore[arg-type]
-    namespace["np"] = _restricted_module(numpy, policy.modules["np"])
+    namespace = policy.namespace(tools)  # type: ignore[arg-type]  (np: the allow-listed view of numpy)
     namespace["__builtins__"] = dict(namespace["__builtins__"], print=sandbox_print)
     status, error = "ok", None
     try:

@@ -5,27 +5,23 @@ change that reruns only the stage reading that key, and `dvc push` to the defaul
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from repo_copy import copy_repo, run_checked
 import yaml
+
 
 pytestmark = [pytest.mark.dvc, pytest.mark.prefect]
 
-REPO = Path(__file__).resolve().parent.parent
 STAGES = ("muep-metadata", "muep-generate", "muep-filter")
 TARGET = "muep-filter"  # dvc repro TARGET runs the stages up to and including it
 
 
-def _run(cmd: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
+_run = run_checked
 
 
 def _ran(proc: subprocess.CompletedProcess) -> set[str]:
@@ -36,24 +32,11 @@ def _ran(proc: subprocess.CompletedProcess) -> set[str]:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> tuple[Path, dict]:
     work = tmp_path_factory.mktemp("repo")
-    tracked = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout.split("\0")
-    for rel in filter(None, tracked):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith(("data/", "reports/")) and rel != "dvc.lock":
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, work / rel)
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["muep"]["scenes"]["floorplans"] = [1, 2, 10, 201, 219, 301, 308, 401, 424]
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    bin_dir = str(Path(sys.executable).parent)
-    env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
-                        "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env.pop("PREFECT_API_URL", None)
-    for cmd in (["git", "init", "-q"], ["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"],
-                ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "copy"]):
-        _run(cmd, work, env)
-    return work, env
+
+    def small(params: dict) -> None:
+        params["muep"]["scenes"]["floorplans"] = [1, 2, 10, 201, 219, 301, 308, 401, 424]
+
+    return work, copy_repo(work, small)
 
 
 def test_repro_produces_outputs_and_metrics(workdir):

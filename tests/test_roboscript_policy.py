@@ -59,6 +59,13 @@ def test_a_backend_implementing_every_tool_can_run_in_the_sandbox_namespace():
     assert calls[0] == "detect_objects" and "grasp" in calls and calls[-1] == "reset_to_default_pose"
     with pytest.raises(NameError):
         exec("open('/etc/passwd')", DEFAULT_POLICY.namespace(Recorder()))  # noqa: S102 - the sandbox has no open
+    # np is the allow-listed view of numpy, the same list the static check uses.
+    np_view = namespace["np"]
+    allowed = DEFAULT_POLICY.modules["np"]
+    assert {n.partition(".")[0] for n in allowed} == set(vars(np_view))
+    assert all(getattr(np_view, n.partition(".")[0]) is not None for n in allowed)
+    assert not hasattr(np_view, "load") and not hasattr(np_view, "fromfile")
+    assert not check_snippet("np.load('x')").ok
 
 
 @pytest.mark.parametrize("index", range(10))

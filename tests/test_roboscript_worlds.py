@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tasks.roboscript.catalog import load_catalog
 from tasks.roboscript.geometry import Rect
 from tasks.roboscript.params import RobotParams, TableParams, WorldsParams
-from tasks.roboscript.world import World, drawer_travel, read_world, write_world
+from tasks.roboscript.world import World, cabinet_models, drawer_travel, read_world, write_world
 from tasks.roboscript.worlds import sample_world, world_problems
 
 CATALOG = load_catalog()
@@ -53,7 +53,9 @@ def test_sampled_worlds_respect_every_placement_rule(case):
     footprints = _table_footprints(world)
     for name, rect in footprints:
         assert rect.inside(table, params.table.edge_margin), name
-        assert all(math.hypot(x - robot.base_x, y - robot.base_y) <= robot.reach + 1e-9 for x, y in rect.corners())
+        # A cabinet only needs its front face (x0 edge: handles, drawer travel) within reach; others every corner.
+        corners = [(rect.x0, rect.y0), (rect.x0, rect.y1)] if name == "cabinet" else rect.corners()
+        assert all(math.hypot(x - robot.base_x, y - robot.base_y) <= robot.reach + 1e-9 for x, y in corners)
         assert not rect.overlaps(keep_out), name
     for i, (a, ra) in enumerate(footprints):
         for b, rb in footprints[i + 1:]:
@@ -153,3 +155,28 @@ def test_default_worlds_are_varied(index):
     world = sample_world(index, CATALOG, WorldsParams())
     kinds = {m.kind for m in world.models}
     assert {"container", "object"} <= kinds and not world.failures
+
+
+def _cabinet_world(x: float) -> World:
+    params = WorldsParams()
+    models, joints = cabinet_models(CATALOG["cabinet_3_drawers"], (x, 0.0), params.table.height)
+    return World("cab", "test", params.table, params.robot, models, joints)
+
+
+def test_a_cabinet_only_needs_its_front_within_reach():
+    # At x = 0.70 the back corners are 0.90 m from the base (reach 0.85) but the front face, handles and pulled-out
+    # drawers are within reach: accepted.
+    world = _cabinet_world(0.70)
+    back = world.model("cabinet").bbox.rect.farthest_corner_distance(0.0, 0.0)
+    assert back > world.robot.reach
+    assert world_problems(world) == []
+    # At x = 0.55 pulling a drawer takes the hand into the keep-out box, where the arm has no IK solution.
+    assert any("keep-out box" in p for p in world_problems(_cabinet_world(0.55)))
+
+
+def test_sampled_cabinets_may_stand_beyond_the_old_reach_rule():
+    params = WorldsParams(p_cabinet=1.0)
+    worlds = [sample_world(i, CATALOG, params) for i in range(10)]
+    cabinets = [w.model("cabinet") for w in worlds if any(m.name == "cabinet" for m in w.models)]
+    assert cabinets and all(world_problems(w) == [] for w in worlds)
+    assert all(c.bbox.rect.x0 - drawer_travel(CATALOG[c.asset]) >= params.robot.keep_out[2] for c in cabinets)

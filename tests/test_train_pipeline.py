@@ -5,8 +5,6 @@ deployments of prefect.yaml listed by `prefect deployment ls` against a local Pr
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -15,43 +13,28 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import yaml
+from repo_copy import copy_repo, run_checked
 from test_train_support import make_sft
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect]
-REPO = Path(__file__).resolve().parent.parent
 BASELINES = ["bloomz-3b", "llava"]
 
 
-def _run(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
+_run = run_checked
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory) -> tuple[Path, dict]:
     work = tmp_path_factory.mktemp("repo")
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    for rel in filter(None, files):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith(("data/", "reports/", "models/")) and rel != "dvc.lock":
-            (work / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, work / rel)
-    make_sft(work, sft=work / "data/muep/sft", shard=work / "data/muep/demos/shards/train-00000.tar",
-             shard_ref="data/muep/demos/shards/train-00000.tar")
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["train"] |= {"baselines": BASELINES, "max_steps": 3, "max_seq_len": 160}
-    (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    bin_dir = str(Path(sys.executable).parent)
-    env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
-                        "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "OMP_NUM_THREADS": "1"}
-    for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
-        env.pop(key, None)
-    for cmd in (["git", "init", "-q"], ["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"],
-                ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "copy"]):
-        _run(cmd, work, env)
+
+    def tiny(params: dict) -> None:
+        params["train"] |= {"baselines": BASELINES, "max_steps": 3, "max_seq_len": 160}
+
+    def sft(root: Path) -> None:
+        make_sft(root, sft=root / "data/muep/sft", shard=root / "data/muep/demos/shards/train-00000.tar",
+                 shard_ref="data/muep/demos/shards/train-00000.tar")
+
+    env = copy_repo(work, tiny, before_commit=sft) | {"OMP_NUM_THREADS": "1"}
     return work, env
 
 

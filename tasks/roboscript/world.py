@@ -227,6 +227,44 @@ def drawer_travel(asset: Asset) -> float:
     return round(0.6 * (asset.size[0] - 0.03), 4)
 
 
+# ------------------------------------------------------------------------------------------------------------------
+# What the robot must reach
+
+
+def reach_rect(model: Model) -> Rect:
+    """The part of a table model's footprint that must lie within the robot's reach.
+
+    Every corner of a footprint, except for a cabinet: the robot never goes behind or over a cabinet, it only works
+    at its front -- grasps the handles on the front face and pulls the drawers / swings the doors towards itself.
+    So a cabinet only needs its front face (the edge facing the robot, -x) within reach; its back corners may lie
+    beyond it. Handles and the pulled-out drawers are between the front face and the robot, hence nearer; that the
+    hand can still work where a drawer's handle ends up is checked by :func:`handle_paths`.
+    """
+    rect = model.bbox.rect
+    if model.kind == "cabinet":
+        return Rect(rect.x0, rect.y0, rect.x0, rect.y1)
+    return rect
+
+
+def handle_paths(models: list[Model], joints: list[Joint]) -> list[tuple[str, Rect]]:
+    """(drawer, footprint) of the path each drawer's handle sweeps from closed to fully pulled out.
+
+    The hand holds the handle all along that path, so it must stay out of the robot's keep-out box: close to the
+    base neither arm has an inverse-kinematics solution for a grasp facing the cabinet (a cabinet at x = 0.55 takes
+    the hand to x ~ 0.17-0.27 and its drawers cannot be opened).
+    """
+    by_name = {m.name: m for m in models}
+    paths = []
+    for joint in joints:
+        if joint.type != "prismatic" or joint.handle not in by_name:
+            continue
+        h = by_name[joint.handle].bbox.rect
+        dx, dy = joint.axis[0] * joint.upper, joint.axis[1] * joint.upper
+        paths.append((joint.part, Rect(min(h.x0, h.x0 + dx), min(h.y0, h.y0 + dy), max(h.x1, h.x1 + dx),
+                                       max(h.y1, h.y1 + dy))))
+    return paths
+
+
 def cabinet_models(asset: Asset, center_xy: tuple[float, float], table_z: float) -> tuple[list[Model], list[Joint]]:
     """The cabinet body, its drawers (top first), doors and handles, and one joint per drawer or door."""
     sx, sy, sz = asset.size

@@ -5,7 +5,8 @@ are made. A world may get a cabinet (placed first, its front facing the robot, w
 drawers or doors to open); then containers, largest first, go on the table; then each object goes, with chance
 ``p_in_container``, into a container that is free (fewer than ``max_objects_per_container`` objects), holds its kind
 and is wide enough, else on the table. Every footprint on the table lies inside the table (less ``edge_margin``),
-has all corners within ``robot.reach`` of the base, stays out of the robot's keep-out box and keeps ``min_gap`` from
+has all corners within ``robot.reach`` of the base (a cabinet: the corners of its front face, and the handles' pull-out
+paths stay out of the keep-out box -- see :func:`~tasks.roboscript.world.reach_rect`), stays out of the robot's keep-out box and keeps ``min_gap`` from
 every other footprint. An item without a place is retried (``max_tries_per_item`` positions; the whole world up to
 ``max_attempts`` times); the best attempt is kept and each item still without a place becomes a
 :class:`~tasks.roboscript.world.WorldFailure` -- the world is kept with the items that fit.
@@ -19,8 +20,8 @@ from dataclasses import dataclass, field
 from tasks.roboscript.catalog import Asset, Catalog
 from tasks.roboscript.geometry import Rect
 from tasks.roboscript.params import WorldsParams
-from tasks.roboscript.world import (CABINET, Model, World, WorldFailure, cabinet_models, drawer_travel, model_of,
-                                    rotated)
+from tasks.roboscript.world import (CABINET, HANDLE, Model, World, WorldFailure, cabinet_models, drawer_travel,
+                                    handle_paths, model_of, reach_rect, rotated)
 
 IN_CONTAINER_GAP = 0.005
 DOOR_SWING_ROOM = 0.05
@@ -48,27 +49,42 @@ class _Layout:
         lo, hi = lo + half, hi - half
         return (lo, hi) if hi >= lo else None
 
-    def _free(self, rect: Rect, extra: Rect | None = None) -> bool:
+    @property
+    def keep_out(self) -> Rect:
+        robot = self.params.robot
+        kx0, ky0, kx1, ky1 = robot.keep_out
+        return Rect(robot.base_x + kx0, robot.base_y + ky0, robot.base_x + kx1, robot.base_y + ky1)
+
+    def _free(self, rect: Rect, extra: Rect | None = None, front_only: bool = False) -> bool:
         p = self.params
         robot = p.robot
-        if rect.farthest_corner_distance(robot.base_x, robot.base_y) > robot.reach:
+        # A cabinet only needs its front face within reach (world.reach_rect); anything else all of its footprint.
+        reach_part = Rect(rect.x0, rect.y0, rect.x0, rect.y1) if front_only else rect
+        if reach_part.farthest_corner_distance(robot.base_x, robot.base_y) > robot.reach:
             return False
-        kx0, ky0, kx1, ky1 = robot.keep_out
-        keep_out = Rect(robot.base_x + kx0, robot.base_y + ky0, robot.base_x + kx1, robot.base_y + ky1)
-        if rect.overlaps(keep_out):
+        if rect.overlaps(self.keep_out):
             return False
         # The room in front of a cabinet only has to stay clear of other models: an open drawer passes above the
         # robot's keep-out box on the table top.
         return not any(r.overlaps(f, p.min_gap) for r in (rect, extra) if r is not None for f in self.footprints)
 
-    def on_table(self, footprint: tuple[float, float], front_room: float = 0.0) -> tuple[Rect, Rect | None] | str:
-        """A free footprint on the table (and the room kept free in front of it), or the reason there is none."""
+    def on_table(self, footprint: tuple[float, float], front_room: float = 0.0,
+                 cabinet: Asset | None = None) -> tuple[Rect, Rect | None] | str:
+        """A free footprint on the table (and the room kept free in front of it), or the reason there is none.
+
+        For a ``cabinet`` only its front face has to be within reach, so its back may stand further out; its front
+        is kept far enough from the base that the pulled-out handles stay out of the keep-out box.
+        """
         p = self.params
         tx0, ty0, tx1, ty1 = p.table.bounds()
         m = p.table.edge_margin
         reach = p.robot.reach
-        xs = self._range(max(tx0 + m + front_room, p.robot.base_x - reach), min(tx1 - m, p.robot.base_x + reach),
-                         footprint[0] / 2)
+        x_lo, x_hi = max(tx0 + m + front_room, p.robot.base_x - reach), min(tx1 - m, p.robot.base_x + reach)
+        if cabinet is not None:
+            x_hi = min(tx1 - m, p.robot.base_x + reach + footprint[0])
+            if cabinet.drawers:
+                x_lo = max(x_lo, self.keep_out.x1 + HANDLE[0] + drawer_travel(cabinet))
+        xs = self._range(x_lo, x_hi, footprint[0] / 2)
         ys = self._range(max(ty0 + m, p.robot.base_y - reach), min(ty1 - m, p.robot.base_y + reach), footprint[1] / 2)
         if xs is None or ys is None:
             return "too_large"
@@ -76,15 +92,19 @@ class _Layout:
             cx, cy = self.rng.uniform(*xs), self.rng.uniform(*ys)
             rect = Rect.centred(cx, cy, *footprint)
             room = Rect(rect.x0 - front_room, rect.y0, rect.x0, rect.y1) if front_room > 0 else None
-            if self._free(rect, room):
-                return rect, room
+            if not self._free(rect, room, front_only=cabinet is not None):
+                continue
+            if cabinet is not None and any(path.overlaps(self.keep_out)
+                                           for _, path in handle_paths(*cabinet_models(cabinet, rect.center, 0.0))):
+                continue
+            return rect, room
         return "no_space"
 
     def place_cabinet(self, asset: Asset) -> None:
         room = drawer_travel(asset) if asset.drawers else 0.0
         if asset.doors:
             room = max(room, asset.size[1] / asset.doors + DOOR_SWING_ROOM)
-        found = self.on_table(asset.size[:2], front_room=room)
+        found = self.on_table(asset.size[:2], front_room=room, cabinet=asset)
         if isinstance(found, str):
             self.fail(asset, found)
             return
@@ -221,9 +241,10 @@ def world_problems(world: World) -> list[str]:
         rect = m.bbox.rect
         if not rect.inside(table, margin):
             problems.append(f"{m.name} is not on the table (with {margin} m margin)")
-        dist = rect.farthest_corner_distance(robot.base_x, robot.base_y)
+        dist = reach_rect(m).farthest_corner_distance(robot.base_x, robot.base_y)
         if dist > robot.reach + 1e-6:
-            problems.append(f"{m.name} is out of reach: a corner is {dist:.3f} m from the base (reach {robot.reach})")
+            where = "a corner of its front face" if m.kind == CABINET else "a corner"
+            problems.append(f"{m.name} is out of reach: {where} is {dist:.3f} m from the base (reach {robot.reach})")
         if rect.overlaps(world.keep_out_rect):
             problems.append(f"{m.name} overlaps the robot's keep-out box")
         if abs(m.bbox.z0 - world.table.height) > 1e-6:
@@ -243,6 +264,10 @@ def world_problems(world: World) -> list[str]:
         siblings = [s for s in world.models if s.relation == "in" and s.parent == m.parent and s.name > m.name]
         problems += [f"{m.name} and {s.name} overlap in {parent.name}" for s in siblings
                      if m.bbox.rect.overlaps(s.bbox.rect)]
+    for part, path in handle_paths(world.models, world.joints):
+        if path.overlaps(world.keep_out_rect):
+            problems.append(f"pulling {part} out takes its handle to x = {path.x0:.3f} m, into the robot's keep-out "
+                            "box where the arm cannot work: move the cabinet away from the robot")
     if any(m.kind == "part" for m in world.models) and CABINET not in by_name:
         problems.append("cabinet parts without a cabinet")
     return problems

@@ -1,0 +1,51 @@
+"""A throw-away git copy of this repository for tests that run `dvc repro` (the real pipeline, its real flows)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+NOT_COPIED = ("data/", "reports/", "models/")  # outputs: the copy regenerates them
+
+
+def run_checked(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def copy_repo(work: Path, edit_params: Callable[[dict], None] | None = None,
+              before_commit: Callable[[Path], None] | None = None) -> dict:
+    """Copy the tracked and untracked-but-not-ignored files into ``work``, let ``edit_params`` change params.yaml,
+    commit it all to a fresh git repository, and return the environment for running `dvc` and the flows there."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file() and not rel.startswith(NOT_COPIED) and rel != "dvc.lock":
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, work / rel)
+    if edit_params is not None:
+        params = yaml.safe_load((work / "params.yaml").read_text())
+        edit_params(params)
+        (work / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if before_commit is not None:
+        before_commit(work)
+    bin_dir = str(Path(sys.executable).parent)
+    env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
+                        "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                        # Prefect gives its temporary server 20 s to start; a busy 2-core machine can need more.
+                        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
+        env.pop(key, None)
+    for cmd in (["git", "init", "-q"], ["git", "-c", "user.email=t@t", "-c", "user.name=t", "add", "-A"],
+                ["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "copy"]):
+        run_checked(cmd, work, env)
+    return env
