@@ -44,6 +44,18 @@ def room_type_of(floorplan: int) -> str:
     raise ValueError(f"FloorPlan{floorplan} is not one of AI2-THOR's 120 single-room floorplans")
 
 
+def _names_in(value: list[str], kind: str, registry=None) -> list[str]:
+    """A non-empty list without repeats, every name registered in ``registry`` when one is given."""
+    if not value:
+        raise ValueError(f"lists no {kind}")
+    if len(set(value)) != len(value):
+        raise ValueError(f"lists {'an' if kind[0] in 'aeiou' else 'a'} {kind} twice")
+    for name in value if registry is not None else ():
+        if name not in registry:
+            raise ValueError(f"unknown {kind} {name!r}; registered: {', '.join(registry.names())}")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -252,23 +264,12 @@ class EvalParams(_Strict):
     def _known_agents(cls, value: list[str]) -> list[str]:
         from tasks.muep.eval.agents import AGENTS
 
-        if not value:
-            raise ValueError("lists no agent")
-        if len(set(value)) != len(value):
-            raise ValueError("lists an agent twice")
-        for name in value:
-            if name not in AGENTS:
-                raise ValueError(f"unknown agent {name!r}; registered: {', '.join(AGENTS.names())}")
-        return value
+        return _names_in(value, "agent", AGENTS)
 
     @field_validator("splits")
     @classmethod
     def _some_splits(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("lists no split")
-        if len(set(value)) != len(value):
-            raise ValueError("lists a split twice")
-        return value
+        return _names_in(value, "split")
 
     @model_validator(mode="after")
     def _model_paths(self) -> EvalParams:
@@ -325,14 +326,7 @@ class TrainParams(_Strict):
     def _known_baselines(cls, value: list[str]) -> list[str]:
         from tasks.train.registry import BASELINES
 
-        if not value:
-            raise ValueError("lists no baseline")
-        if len(set(value)) != len(value):
-            raise ValueError("lists a baseline twice")
-        for name in value:
-            if name not in BASELINES:
-                raise ValueError(f"unknown baseline {name!r}; registered: {', '.join(BASELINES.names())}")
-        return value
+        return _names_in(value, "baseline", BASELINES)
 
 
 class TrackingParams(_Strict):
