@@ -91,9 +91,7 @@ class LLMParams(_Strict):
     def _known_backend(cls, value: str) -> str:
         from tasks.llm import LLM_BACKENDS
 
-        if value not in LLM_BACKENDS:
-            raise ValueError(f"unknown backend {value!r}; registered: {', '.join(LLM_BACKENDS.names())}")
-        return value
+        return _names_in([value], "backend", LLM_BACKENDS)[0]
 
     @field_validator("base_url")
     @classmethod
@@ -190,9 +188,7 @@ class DemosParams(_Strict):
     def _known_renderer(cls, value: str) -> str:
         from tasks.muep.render import RENDERERS
 
-        if value not in RENDERERS:
-            raise ValueError(f"unknown renderer {value!r}; registered: {', '.join(RENDERERS.names())}")
-        return value
+        return _names_in([value], "renderer", RENDERERS)[0]
 
 
 class SFTParams(_Strict):

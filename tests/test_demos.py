@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import webdataset as wds
+from muep_tasks import make_task as _task
 
 from tasks.muep.demos import (Batch, DemoSettings, collect_index, commands_from_plan, done_batches, make_batches,
                               prepare_output, run_batch, run_episode, scene_context, select_episodes)
@@ -52,19 +53,6 @@ def renderer():
     r = build_renderer("schematic", size=160)
     yield r
     r.close()
-
-
-def _task(scene: str, floorplan: int, room: str, task_type: str, obj: str, target: str, tid: str) -> TaskRecord:
-    spec = TASK_TYPES[task_type]
-    look = not spec.needs_receptacle
-    goals = spec.goal_conditions(obj, None if look else target, target if look else None)
-    return TaskRecord(
-        task_id=tid, scene=scene, floorplan=floorplan, room_type=room, split="seen", task_type=task_type,
-        instruction=f"{task_type.replace('_', ' ')}: {obj} -> {target}", object_name=obj, object_type=obj,
-        receptacle_name=None if look else target, receptacle_type=None if look else target,
-        light_name=target if look else None, light_type=target if look else None, goal_conditions=goals,
-        n_goal_conditions=len(goals), request_index=0, line_no=0, raw_line="", backend="test", model="test",
-        prompt_hash="", response_key="", finish_reason="stop")
 
 
 def find_task(metadata_dir: Path, task_type: str, prefer_satisfied_target: bool = False) -> dict:

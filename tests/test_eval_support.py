@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 
 import pandas as pd
+from muep_tasks import make_task as _task
 
 FLOORPLANS = [1, 2, 201, 301]
 TEST_SPLIT = {"pick_and_place_simple": "seen_test", "pick_two_obj_and_place": "seen_test",
@@ -26,22 +27,6 @@ class Dataset:
     metadata_dir: Path
     demos_dir: Path
     index: pd.DataFrame      # episodes.parquet
-
-
-def _task(scene, floorplan, room, task_type, obj, target, tid):
-    from tasks.muep.generate import TaskRecord
-    from tasks.muep.vocab import TASK_TYPES
-
-    spec = TASK_TYPES[task_type]
-    look = not spec.needs_receptacle
-    goals = spec.goal_conditions(obj, None if look else target, target if look else None)
-    return TaskRecord(
-        task_id=tid, scene=scene, floorplan=floorplan, room_type=room, split="seen", task_type=task_type,
-        instruction=f"{task_type.replace('_', ' ')}: {obj} -> {target}", object_name=obj, object_type=obj,
-        receptacle_name=None if look else target, receptacle_type=None if look else target,
-        light_name=target if look else None, light_type=target if look else None, goal_conditions=goals,
-        n_goal_conditions=len(goals), request_index=0, line_no=0, raw_line="", backend="test", model="test",
-        prompt_hash="", response_key="", finish_reason="stop")
 
 
 def _find_tasks(metadata_dir: Path, task_type: str, n: int) -> list[dict]:
