@@ -1,7 +1,7 @@
 """Benchmark of the robot side: sim episode wall time per task, pool throughput with 1 and 2 runners, ROS overhead.
 
-    python bench/robot.py                    # all three parts
-    python bench/robot.py --repeats 5 --goals 8 --pings 30
+    python bench/robot_runs.py                    # all three parts
+    python bench/robot_runs.py --repeats 5 --goals 8 --pings 30
 
 1. **episode wall time per task** (no ROS): the eight Table I tasks' code from the offline code generator (noise 0)
    run by an in-process :class:`~robot.episode.EpisodeRunner` on the sim backend, ``--repeats`` repeats each; the
