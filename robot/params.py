@@ -76,18 +76,14 @@ class RobotEvalParams(_Strict):
     def _known_backend(cls, value: str) -> str:
         from robot.backends import ROBOT_BACKENDS
 
-        if value not in ROBOT_BACKENDS:
-            raise ValueError(f"unknown robot backend {value!r}; registered: {', '.join(ROBOT_BACKENDS.names())}")
-        return value
+        return ROBOT_BACKENDS.require(value)
 
     @field_validator("perception")
     @classmethod
     def _known_perception(cls, value: str) -> str:
         from robot.perception import PERCEPTION_MODES
 
-        if value not in PERCEPTION_MODES:
-            raise ValueError(f"unknown perception mode {value!r}; registered: {', '.join(PERCEPTION_MODES.names())}")
-        return value
+        return PERCEPTION_MODES.require(value)
 
     @field_validator("master_uri")
     @classmethod

@@ -51,8 +51,7 @@ def _names_in(value: list[str], kind: str, registry=None) -> list[str]:
     if len(set(value)) != len(value):
         raise ValueError(f"lists {'an' if kind[0] in 'aeiou' else 'a'} {kind} twice")
     for name in value if registry is not None else ():
-        if name not in registry:
-            raise ValueError(f"unknown {kind} {name!r}; registered: {', '.join(registry.names())}")
+        registry.require(name, kind)
     return value
 
 

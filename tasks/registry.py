@@ -32,12 +32,21 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def _unknown(self, name: object, kind: str | None = None) -> str:
+        return f"unknown {kind or self.kind} {name!r}; registered: {', '.join(self.names()) or 'none'}"
+
     def get(self, name: str) -> T:
         try:
             return self._entries[name]
         except KeyError:
-            known = ", ".join(sorted(self._entries)) or "none"
-            raise ConfigError(f"unknown {self.kind} {name!r}; registered: {known}.") from None
+            raise ConfigError(self._unknown(name) + ".") from None
+
+    def require(self, name: str, kind: str | None = None) -> str:
+        """``name`` if registered, else a ``ValueError`` listing the registered names (for schema validators,
+        where pydantic turns it into "<dotted key>: <message>"). ``kind`` overrides the registry's word for it."""
+        if name not in self._entries:
+            raise ValueError(self._unknown(name, kind))
+        return name
 
     def names(self) -> list[str]:
         return sorted(self._entries)

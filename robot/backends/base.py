@@ -91,13 +91,17 @@ class RobotBackend(ABC):
     def reset(self, seed: int, jitter_m: float = 0.0) -> None:
         """Back to the world's initial state for a new repeat; the sim displaces loose objects by up to jitter_m."""
 
-    @property
-    @abstractmethod
-    def world(self) -> World: ...
+    _world: World | None = None  # set by load_world
 
     @property
-    @abstractmethod
-    def workspace(self) -> WorkspaceLimits: ...
+    def world(self) -> World:
+        if self._world is None:
+            raise RuntimeError("no world loaded")
+        return self._world
+
+    @property
+    def workspace(self) -> WorkspaceLimits:
+        return WorkspaceLimits.of_world(self.world)
 
     def model(self, name: str) -> Model:
         return self.world.model(name)

@@ -20,7 +20,7 @@ import importlib
 
 import numpy as np
 
-from robot.backends.base import JointState, RobotBackend, WorkspaceLimits
+from robot.backends.base import JointState, RobotBackend
 from robot.errors import BackendUnavailable, PlanningError, ToolArgumentError
 from robot.tool_api import Pose
 from tasks.roboscript.world import World
@@ -61,16 +61,6 @@ class MoveItBackend(RobotBackend):
         self._held: str | None = None
 
     # ------------------------------------------------------------------------------------------------ scene
-
-    @property
-    def world(self) -> World:
-        if self._world is None:
-            raise RuntimeError("no world loaded")
-        return self._world
-
-    @property
-    def workspace(self) -> WorkspaceLimits:
-        return WorkspaceLimits.of_world(self.world)
 
     def load_world(self, world: World) -> None:
         self._world = world

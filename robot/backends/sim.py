@@ -21,7 +21,7 @@ import random
 import numpy as np
 
 from robot.backends.arms import HOME_OFFSET, load_arm
-from robot.backends.base import JointState, RobotBackend, WorkspaceLimits
+from robot.backends.base import JointState, RobotBackend
 from robot.backends.sim_motion import MotionPlanner
 from robot.backends.sim_scene import SceneBuilder, SimModel
 from robot.errors import BackendUnavailable, ToolArgumentError
@@ -89,16 +89,6 @@ class SimBackend(RobotBackend):
         self.slipped: list[str] = []
 
     # ------------------------------------------------------------------------------------------------ scene
-
-    @property
-    def world(self) -> World:
-        if self._world is None:
-            raise RuntimeError("no world loaded")
-        return self._world
-
-    @property
-    def workspace(self) -> WorkspaceLimits:
-        return WorkspaceLimits.of_world(self.world)
 
     def load_world(self, world: World) -> None:
         pb = self.pb
