@@ -21,6 +21,12 @@ def run_checked(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> sub
     return proc
 
 
+def stages_run(proc: subprocess.CompletedProcess, stages: tuple[str, ...]) -> set[str]:
+    """Which of ``stages`` a `dvc repro` run actually ran (from its output)."""
+    out = proc.stdout + proc.stderr
+    return {s for s in stages if f"Running stage '{s}'" in out}
+
+
 def copy_repo(work: Path, edit_params: Callable[[dict], None] | None = None,
               before_commit: Callable[[Path], None] | None = None) -> dict:
     """Copy the tracked and untracked-but-not-ignored files into ``work``, let ``edit_params`` change params.yaml,

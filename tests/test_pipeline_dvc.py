@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from repo_copy import copy_repo, run_checked
+from repo_copy import copy_repo, run_checked, stages_run
 import yaml
 
 
@@ -25,8 +25,7 @@ _run = run_checked
 
 
 def _ran(proc: subprocess.CompletedProcess) -> set[str]:
-    out = proc.stdout + proc.stderr
-    return {s for s in STAGES if f"Running stage '{s}'" in out}
+    return stages_run(proc, STAGES)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from repo_copy import copy_repo, run_checked
+from repo_copy import copy_repo, run_checked, stages_run
 
 pytestmark = [pytest.mark.dvc, pytest.mark.prefect]
 
@@ -23,8 +23,7 @@ _run = run_checked
 
 
 def _ran(proc: subprocess.CompletedProcess) -> set[str]:
-    out = proc.stdout + proc.stderr
-    return {s for s in STAGES if f"Running stage '{s}'" in out}
+    return stages_run(proc, STAGES)
 
 
 @pytest.fixture(scope="module")
