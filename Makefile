@@ -12,11 +12,14 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 # Debian packages: ROS 1 for the robot runners (no catkin, no /opt/ros: Debian 12's own packages). Installed once,
 # skipped when present; needs root (CI and these machines run as root).
 ROS_PKGS := ros-core python3-rospy python3-std-msgs python3-genpy python3-genmsg python3-actionlib \
-            python3-actionlib-msgs ros-std-msgs ros-actionlib-msgs python3-netifaces
+            python3-actionlib-msgs ros-std-msgs ros-actionlib-msgs python3-netifaces python3-sensor-msgs \
+            python3-geometry-msgs
+# Open3D (the perception pipeline's TSDF fusion) loads libusb (its RealSense support) and OpenGL at import.
+SYS_PKGS := libusb-1.0-0 libgl1 libgomp1
 
 system-deps:
-	@dpkg -s $(ROS_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ROS_PKGS) >/dev/null; }
+	@dpkg -s $(ROS_PKGS) $(SYS_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ROS_PKGS) $(SYS_PKGS) >/dev/null; }
 
 setup: system-deps $(VENV)/.installed
 

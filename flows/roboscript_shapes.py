@@ -5,26 +5,19 @@ from __future__ import annotations
 import logging
 import time
 
-from prefect import flow, task
-from prefect.cache_policies import NO_CACHE
-from prefect.futures import as_completed
+from prefect import flow
 
+from flows._robot_pool import on_pool, run_goals
 from flows._runtime import main
 from robot import evaluation, shapes
 from tasks import tracking
 from tasks.io import write_json
 from tasks.params import load_params
-from tasks.progress import Progress, StageLog
+from tasks.progress import StageLog
 from tasks.roboscript.catalog import load_catalog
 
 STAGE = "roboscript-shapes"
 log = logging.getLogger("embp")
-_POOLS: dict[str, object] = {}
-
-
-@task(name="run-trial", cache_policy=NO_CACHE)
-def run_trial(request: dict, pool_key: str) -> dict:
-    return _POOLS[pool_key].run(request)  # type: ignore[attr-defined]
 
 
 @flow(name=STAGE)
@@ -36,19 +29,9 @@ def _shapes_flow(params_file: str | None = None) -> dict:
         trials, skipped = shapes.trials(catalog, params.roboscript.worlds, ep)
         slog.read("tasks/roboscript/assets.yaml", f"{len(trials)} trials, {len(skipped)} not applicable")
         started = time.monotonic()
-        results: dict[tuple[str, str], dict] = {}
-        with evaluation.runner_pool(ep) as (pool, pool_info):
-            key = str(id(pool))
-            _POOLS[key] = pool
-            try:
-                with Progress(len(trials), f"{STAGE}: trials", unit="trials") as progress:
-                    futures = {run_trial.submit(shapes.goal(t, ep), key): t for t in trials}
-                    for future in as_completed(list(futures)):
-                        trial = futures[future]
-                        results[(trial.study, trial.asset)] = future.result()
-                        progress.advance(1)
-            finally:
-                _POOLS.pop(key, None)
+        goals = {f"{t.study}/{t.asset}": shapes.goal(t, ep) for t in trials}
+        by_key, pool_info = run_goals(ep, goals, STAGE, "trials")
+        results = {tuple(k.split("/")): r for k, r in by_key.items()}
         rates: dict[str, dict] = {}
         for (study, asset), result in sorted(results.items()):
             rates.setdefault(study, {})[asset] = shapes.success_rate(result)
@@ -83,11 +66,7 @@ def _log_mlflow(params, report: dict, target, figure) -> None:
 
 def roboscript_shapes(params_file: str | None = None) -> dict:
     """RoboScript object-shape study (paper V-B): pick-and-place and drawer tasks over every catalog object."""
-    from prefect.task_runners import ThreadPoolTaskRunner
-
-    ep = load_params(params_file).roboscript.eval
-    workers = evaluation.pool_size(ep)
-    return _shapes_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=workers))(params_file=params_file)
+    return on_pool(_shapes_flow, params_file)(params_file=params_file)
 
 
 if __name__ == "__main__":

@@ -4,15 +4,17 @@ Goal (``request_json``)::
 
     {"episode_id": "Simple_0/panda", "task_id": "Simple_0",
      "world": {<world definition, roboscript-world/1>}  |  "world_file": "worlds/w0001.json",
-     "code": "...", "repeats": 10, "perception": "ground_truth" | "noisy",
-     "noise": {"position_m": 0.005, ...}, "pose_jitter_m": 0.005, "seed": 0,
+     "code": "...", "repeats": 10, "perception": "ground_truth" | "noisy" | "perceived",
+     "noise": {"position_m": 0.005, ...}, "pipeline": {"detection": "perceived", ...}, "pose_jitter_m": 0.005,
+     "seed": 0,
      "timeout_s": 60, "memory_mb": 512, "arm": "panda",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
 Only ``code`` and one of ``world`` / ``world_file`` are required. Result (``result_json``): ``ok`` (the goal could
 be run), ``error``, ``runner``, ``policy`` (the code check), and per repeat: ``status`` (robot/sandbox.py),
 ``grammatical``, ``error``, ``steps``, ``notes``, ``stdout``, ``wall_s``, the evaluation ``items`` with their
-details, ``success`` (all items hold; null without items) and the final ``state`` (boxes, joint values).
+details, ``success`` (all items hold; null without items), the final ``state`` (boxes, joint values) and what the
+perception mode did (``perception``: the pipeline's calls, stage timings and what each found).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from pydantic import ValidationError
 from robot import sandbox, scoring
 from robot.backends.base import RobotBackend
 from robot.code_policy import DEFAULT_POLICY
-from robot.errors import GoalError
-from robot.params import NoiseParams
+from robot.errors import BackendUnavailable, GoalError
+from robot.params import NoiseParams, PipelineParams
 from robot.perception import PERCEPTION_MODES, create_perception
 from robot.tools_impl import RobotTools
 from tasks.errors import DataError
@@ -47,6 +49,7 @@ class Goal:
     repeats: int = 1
     perception: str = "ground_truth"
     noise: NoiseParams = field(default_factory=NoiseParams)
+    pipeline: PipelineParams = field(default_factory=PipelineParams)
     pose_jitter_m: float = 0.0
     seed: int = 0
     timeout_s: float = 60.0
@@ -105,6 +108,14 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
         noise = NoiseParams.model_validate(_field(data, "noise", dict, {}))
     except ValidationError as exc:
         raise GoalError(f"invalid noise settings: {exc.errors()[0]['msg']}.") from None
+    try:
+        pipeline = PipelineParams.model_validate(_field(data, "pipeline", dict, {}))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise GoalError(f"invalid pipeline settings{f' at {where}' if where else ''}: {error['msg']}.") from None
+    if perception == "perceived":
+        _check_pipeline(pipeline)
     timeout = float(_field(data, "timeout_s", (int, float), 60.0))
     memory = _field(data, "memory_mb", int, 512)
     jitter = float(_field(data, "pose_jitter_m", (int, float), 0.0))
@@ -115,9 +126,22 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
     except DataError as exc:
         raise GoalError(str(exc)) from None
     return Goal(episode_id=str(data.get("episode_id") or world.world_id), world=world, code=code, repeats=repeats,
-                perception=perception, noise=noise, pose_jitter_m=jitter, seed=_field(data, "seed", int, 0),
+                perception=perception, noise=noise, pipeline=pipeline, pose_jitter_m=jitter,
+                seed=_field(data, "seed", int, 0),
                 timeout_s=timeout, memory_mb=memory, arm=_field(data, "arm", str), task_id=data.get("task_id"),
                 evaluation=items)
+
+
+def _check_pipeline(pipeline: PipelineParams) -> None:
+    """Fail at the goal, not in the middle of a repeat, when a configured model or package is missing."""
+    from robot.perception.grasp_backends import create_grasp_backend
+    from robot.perception.grounding import create_grounder
+
+    try:
+        create_grounder(pipeline.grounding)
+        create_grasp_backend(pipeline.grasp)
+    except BackendUnavailable as exc:
+        raise GoalError(exc.paragraph()) from None
 
 
 def error_result(message: str, runner: str = "", episode_id: str | None = None) -> dict:
@@ -170,7 +194,8 @@ class EpisodeRunner:
     def _repeat(self, goal: Goal, index: int, limits: sandbox.Limits, on_feedback, should_stop) -> dict:
         seed = goal.seed * 1000 + index
         self.backend.reset(seed, goal.pose_jitter_m)
-        tools = RobotTools(self.backend, create_perception(goal.perception, self.backend, goal.noise, seed))
+        perception = create_perception(goal.perception, self.backend, goal.noise, seed, goal.pipeline)
+        tools = RobotTools(self.backend, perception)
 
         def step(record: dict) -> None:
             if on_feedback is not None:
@@ -183,7 +208,7 @@ class EpisodeRunner:
         record = {"repeat": index, "seed": seed, "status": outcome.status, "grammatical": outcome.grammatical,
                   "error": outcome.error, "reasons": outcome.reasons, "steps": outcome.steps,
                   "stdout": outcome.stdout, "wall_s": outcome.wall_s, "items": items, "success": success,
-                  "state": _state_json(state)}
+                  "state": _state_json(state), "perception": perception.report()}
         if on_feedback is not None:
             on_feedback({"episode_id": goal.episode_id, "repeat": index, "done": True, "status": outcome.status,
                          "success": success, "steps": outcome.steps})

@@ -30,7 +30,7 @@ DIST_PACKAGES = Path(os.environ.get("EMBP_ROS_DIST_PACKAGES", "/usr/lib/python3/
 #: ``rospy``, ``actionlib`` and ``genpy.generator`` inside dist-packages, minus what the package index provides).
 ROS_PACKAGES: tuple[str, ...] = (
     "rospy", "rosgraph", "roslib", "roscpp", "rosgraph_msgs", "std_msgs", "actionlib", "actionlib_msgs",
-    "genpy", "genmsg", "catkin", "netifaces",
+    "genpy", "genmsg", "catkin", "netifaces", "sensor_msgs", "geometry_msgs",
 )
 """``netifaces`` is a C extension module (Debian's python3-netifaces, a dependency of rosgraph) that rosgraph
 imports to tell local addresses when connecting topics; it is built for CPython 3.11's ABI, which the venv shares,
@@ -39,7 +39,8 @@ and its PyPI release has no wheel for 3.11."""
 #: The Debian packages that provide them (``.ci/run`` and the README install these).
 DEBIAN_PACKAGES: tuple[str, ...] = (
     "ros-core", "python3-rospy", "python3-std-msgs", "python3-genpy", "python3-genmsg", "python3-actionlib",
-    "python3-actionlib-msgs", "ros-std-msgs", "ros-actionlib-msgs", "python3-netifaces",
+    "python3-actionlib-msgs", "ros-std-msgs", "ros-actionlib-msgs", "python3-netifaces", "python3-sensor-msgs",
+    "python3-geometry-msgs",
 )
 
 #: ``.msg`` folders the message generator resolves dependencies in (Header, GoalID, GoalStatus).

@@ -143,8 +143,9 @@ def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple
 def goal(trial: Trial, ep: RobotEvalParams) -> dict:
     return {"episode_id": f"{trial.study}/{trial.asset}", "task_id": trial.study, "world": trial.world.to_json(),
             "code": trial.code, "repeats": ep.shapes.repeats, "perception": ep.perception,
-            "noise": ep.noise.model_dump(), "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,
-            "timeout_s": ep.episode_timeout_s, "memory_mb": ep.memory_mb, "evaluation": trial.evaluation}
+            "noise": ep.noise.model_dump(), "pipeline": ep.pipeline.model_dump(mode="json"),
+            "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "timeout_s": ep.episode_timeout_s,
+            "memory_mb": ep.memory_mb, "evaluation": trial.evaluation}
 
 
 def success_rate(result: dict) -> float | None:

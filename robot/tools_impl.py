@@ -18,7 +18,8 @@ import numpy as np
 from robot import grasps
 from robot.backends.base import JointState, RobotBackend
 from robot.errors import ToolArgumentError, WorkspaceError
-from robot.perception import Perception
+from robot.perception import ObjectNotFound, Perception
+from robot.perception.grasp_backends import GraspRequest, create_grasp_backend
 from robot.tool_api import Pose, ToolAPI
 from tasks.roboscript.catalog import Catalog, load_catalog
 from tasks.roboscript.world import CABINET
@@ -83,6 +84,7 @@ class RobotTools(ToolAPI):
         self.backend = backend
         self.perception = perception
         self.catalog = catalog or load_catalog()
+        self._grasper = None
         self.notes: list[str] = []
         """Things a caller should know about the last calls (a Cartesian motion that stopped short); the sandbox
         reports them in the step feedback and clears them."""
@@ -153,6 +155,8 @@ class RobotTools(ToolAPI):
         if type not in ("any", "prismatic", "revolute"):
             raise ToolArgumentError(f"type must be 'any', 'prismatic' or 'revolute', got {type!r}")
         joints = [j for j in self._joints_of(name) if type in ("any", j.type)]
+        if not joints and self.perception.missing_joint(name):
+            raise ObjectNotFound(f"perception did not find the joint of {name} (its part or handle was not seen)")
         if not joints:
             kind = "" if type == "any" else f"{type} "
             raise ToolArgumentError(f"{name} has no {kind}joint (drawers are prismatic, doors revolute)")
@@ -160,8 +164,12 @@ class RobotTools(ToolAPI):
         return {"joint_position": best.origin.copy(), "joint_axis": best.axis.copy(), "type": best.type}
 
     def get_plane_normal(self, obj_name: str, position: np.ndarray) -> np.ndarray:
-        box = self.perception.box(self._name(obj_name, "obj_name"))
+        name = self._name(obj_name, "obj_name")
         point = _finite(position, 3, "position")
+        fitted = self.perception.plane_normal(name, point)
+        if fitted is not None:
+            return fitted
+        box = self.perception.box(name)
         faces = []
         for axis in range(3):
             for sign, bound in ((-1.0, box[axis]), (1.0, box[3 + axis])):
@@ -201,15 +209,33 @@ class RobotTools(ToolAPI):
         opening = asset.opening if asset is not None and asset.opening else None
         if opening and round(model.yaw_deg) % 180 == 90:
             opening = (opening[1], opening[0])
+        seen = self.perception.points(name)
+        if seen is not None:  # a perceived object: the grasp backend works on its points
+            request = GraspRequest(seen[0], seen[1], box, self.perception.scene_points(),
+                                   self.perception.support_height(), self._hand, kind, opening,
+                                   prefs.get("preferred_position"), prefs.get("preferred_approach"),
+                                   prefs.get("preferred_normal"),
+                                   reachable=lambda p: self.backend.reachable(p, self._touching(np.array(p.position))))
+            pose = self._grasp_backend().grasp(request)
+            if pose is not None:
+                return pose
+            self.notes.append(f"no grasp found on the perceived points of {name}; the box heuristic is used")
         return grasps.adaptive(box, self._hand, kind, opening, **prefs)
 
+    def _grasp_backend(self):
+        if self._grasper is None:
+            self._grasper = create_grasp_backend(self.perception.pipeline.grasp)
+        return self._grasper
+
     def _handle_grasp(self, name: str, box: np.ndarray) -> Pose:
-        """The first handle grasp whose grasp and pre-grasp poses the arm reaches (the level one if none)."""
+        """The first handle grasp whose grasp and pre-grasp poses the arm reaches without collisions (contact with
+        what the fingers close on allowed; the level one if none)."""
         candidates = grasps.handle_grasps(box, self._outward(name), self._hand)
         for pose in candidates:
             pre = Pose(tuple(float(v) for v in np.array(pose.position) - PRE_GRASP_M * grasps.approach_of(pose)),
                        pose.orientation)
-            if self.backend.reachable(pre) and self.backend.reachable(pose):
+            touching = self._touching(np.array(pose.position))
+            if self.backend.reachable(pre, frozenset()) and self.backend.reachable(pose, touching):
                 return pose
         return candidates[0]
 
@@ -232,7 +258,7 @@ class RobotTools(ToolAPI):
         model = self.backend.model(name) if name != "table" else None
         if model is not None and model.category == "drawer":
             joints = self._joints_of(name)
-            front = self.backend.model(CABINET).bbox.x0 if joints else box[3]
+            front = self.perception.box(CABINET)[0] if joints else box[3]
             x1 = min(box[3], front) if box[0] < front - 0.02 else box[3]
             return (box[0] + 0.02, box[1] + 0.01, x1 - 0.01, box[4] - 0.01), box[2] + 0.01
         if model is not None and model.container:
@@ -245,10 +271,9 @@ class RobotTools(ToolAPI):
 
     def _occupants(self, exclude: set[str], region, floor: float) -> list[np.ndarray]:
         out = []
-        for name in self.perception.names():
+        for name, box in self.perception.boxes().items():
             if name in exclude or name == "table" or name.startswith(CABINET):
                 continue
-            box = self.perception.box(name)
             overlaps = box[0] < region[2] and box[3] > region[0] and box[1] < region[3] and box[4] > region[1]
             if overlaps and box[5] > floor + 0.002:
                 out.append(box)
@@ -256,10 +281,9 @@ class RobotTools(ToolAPI):
 
     def _support_height(self, x: float, y: float, exclude: set[str]) -> float:
         top = self.backend.workspace.z[0]
-        for name in self.perception.names():
+        for name, box in self.perception.boxes().items():
             if name in exclude or name == "table":
                 continue
-            box = self.perception.box(name)
             if box[0] <= x <= box[3] and box[1] <= y <= box[4]:
                 top = max(top, float(box[5]))
         return top
@@ -284,7 +308,7 @@ class RobotTools(ToolAPI):
             region, floor = self._receptacle_region(receptacle, rbox)
             occupied = self._occupants({name, receptacle}, region, floor)
             if receptacle == "table":
-                occupied = [self.perception.box(n) for n in self.perception.names()
+                occupied = [b for n, b in self.perception.boxes().items()
                             if n not in (name, "table") and not n.startswith(CABINET + ".")]
             rotation = grasps.matrix_from_quat(tool.orientation)
             closing, side = np.abs(rotation[:2, 1]), np.abs(rotation[:2, 0])
@@ -338,10 +362,9 @@ class RobotTools(ToolAPI):
     def _touching(self, point: np.ndarray, margin: float = 0.015) -> frozenset[str]:
         """Models whose box (grown by ``margin``) contains a point: what a grasp may touch on its way in."""
         out = set()
-        for name in self.perception.names():
+        for name, box in self.perception.boxes().items():
             if name == "table":
                 continue
-            box = self.perception.box(name)
             if np.all(point >= box[:3] - margin) and np.all(point <= box[3:] + margin):
                 out.add(name)
                 for joint in self._joints_of(name):

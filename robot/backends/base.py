@@ -12,12 +12,17 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from robot.tool_api import Pose
 from tasks.roboscript.benchmark import WorldState
 from tasks.roboscript.world import Model, World
+
+if TYPE_CHECKING:  # the perception package imports this module
+    from robot.perception.cameras import CameraFrame, CameraSpec
+    from robot.perception.scene import PlanningScene
 
 
 @dataclass(frozen=True)
@@ -128,13 +133,30 @@ class RobotBackend(ABC):
         boxes = {name: Box.of(self.model_box(name).tolist()) for name in self.model_names() if name != "table"}
         return WorldState(boxes, {j.part: j.value for j in self.joint_states()})
 
+    # ------------------------------------------------------------------------------------------------ sensing
+
+    @abstractmethod
+    def capture(self, cameras: list[CameraSpec], rng: np.random.Generator | None = None,
+                depth_noise_m: float = 0.0) -> list[CameraFrame]:
+        """One RGB-D frame from each calibrated camera, now (the perception pipeline's input)."""
+
+    @abstractmethod
+    def robot_link_boxes(self) -> np.ndarray:
+        """(L, 6) world boxes around the robot's links (and what it holds) now: the self filter's volumes."""
+
+    @abstractmethod
+    def set_planning_scene(self, scene: PlanningScene | None) -> None:
+        """What the motion planner avoids from now on: a perceived planning scene, or None for the backend's own
+        (the simulator's true geometry; a real robot's configured static scene)."""
+
     # ------------------------------------------------------------------------------------------------ arm
 
     @abstractmethod
     def tool_pose(self) -> Pose: ...
 
-    def reachable(self, pose: Pose) -> bool:
-        """Whether inverse kinematics finds the pose (collisions aside); lets grasp tools pick a reachable one."""
+    def reachable(self, pose: Pose, ignore: frozenset[str] | None = None) -> bool:
+        """Whether inverse kinematics finds the pose -- collisions aside, or, with ``ignore`` given, a solution
+        free of collisions except with those models; lets grasp tools pick a reachable one."""
         return True
 
     @abstractmethod

@@ -8,9 +8,10 @@ creating the backend raises :class:`~robot.errors.BackendUnavailable` naming wha
 What it maps to: motions are ``MoveGroupCommander.go`` (OMPL; the paper uses RRT*) and
 ``compute_cartesian_path`` (executing the fraction it achieves); the gripper is the hand group's named targets
 ``open`` / ``close``; attach/detach go to the planning scene; the world's models are added to the planning scene as
-boxes at ``load_world`` (the paper's ground-truth planning scene). Poses of objects come from Gazebo's
-``/gazebo/get_model_state`` when Gazebo is up, else from the world file (a real robot: a later perception pipeline
-replaces this, see robot/perception.py). ``reset`` puts Gazebo models back; on a real robot a person resets the
+boxes at ``load_world`` (the paper's ground-truth planning scene), or the perceived scene's pieces as collision objects
+of boxes. Poses of objects come from Gazebo's ``/gazebo/get_model_state`` when Gazebo is up, else from the world
+file; with ``perception: perceived`` they come from the perception pipeline fed by the robot's camera topics
+(``robot/perception/ros_cameras.py``). ``reset`` puts Gazebo models back; on a real robot a person resets the
 scene, and the runner only returns the arm home.
 """
 
@@ -24,6 +25,9 @@ from robot.backends.base import JointState, RobotBackend
 from robot.errors import BackendUnavailable, PlanningError, ToolArgumentError
 from robot.tool_api import Pose
 from tasks.roboscript.world import World
+
+LINK_RADIUS = 0.08
+"""Half the thickness the self filter gives the arm's links (m)."""
 
 GROUPS = {"panda": ("panda_arm", "panda_hand", "panda_hand_tcp"), "ur5": ("manipulator", "gripper", "tool0")}
 
@@ -40,6 +44,8 @@ def _require(module: str, what: str):
 
 class MoveItBackend(RobotBackend):
     name = "moveit"
+    camera_ns = "/cameras"
+    """Where the robot's camera drivers publish (``<ns>/<camera>/color/image_raw`` etc.)."""
 
     def __init__(self, arm: str = "panda", arm_group: str | None = None, hand_group: str | None = None,
                  tool_link: str | None = None):
@@ -59,6 +65,8 @@ class MoveItBackend(RobotBackend):
         self._world: World | None = None
         self._attached: set[str] = set()
         self._held: str | None = None
+        self._cameras = None
+        self._perceived: list[str] = []
 
     # ------------------------------------------------------------------------------------------------ scene
 
@@ -66,15 +74,71 @@ class MoveItBackend(RobotBackend):
         self._world = world
         for name in self.scene.get_known_object_names():
             self.scene.remove_world_object(name)
+        self._add_world_boxes()
+
+    def _add_world_boxes(self) -> None:
+        """The ground-truth planning scene: every model of the world file as a box."""
         from geometry_msgs.msg import PoseStamped
 
         frame = self.group.get_planning_frame()
-        for model in world.models:
+        for model in self.world.models:
             stamped = PoseStamped()
             stamped.header.frame_id = frame
             stamped.pose.position.x, stamped.pose.position.y, stamped.pose.position.z = model.position
             stamped.pose.orientation.w = 1.0
             self.scene.add_box(model.name, stamped, size=tuple(model.size))
+
+    # ------------------------------------------------------------------------------------------------ sensing
+
+    def capture(self, cameras, rng=None, depth_noise_m: float = 0.0):
+        """The robot's cameras from their ROS topics (``robot/perception/ros_cameras.py``), frames newer than now."""
+        from robot.perception.ros_cameras import CameraTopics
+
+        if self._cameras is None or [c.name for c in self._cameras.specs] != [c.name for c in cameras]:
+            self._cameras = CameraTopics(cameras, self.camera_ns)
+        return self._cameras.capture(since=self.rospy.get_time())
+
+    def robot_link_boxes(self) -> np.ndarray:
+        """Boxes around each pair of consecutive link origins, grown by LINK_RADIUS (the arm's links are about that
+        thick); the attached object's box too."""
+        robot = self.commander.RobotCommander()
+        origins = []
+        for name in robot.get_link_names():
+            p = robot.get_link(name).pose().pose.position
+            origins.append(np.array([p.x, p.y, p.z]))
+        boxes = [np.concatenate([np.minimum(a, b) - LINK_RADIUS, np.maximum(a, b) + LINK_RADIUS])
+                 for a, b in zip(origins, origins[1:], strict=False)]
+        if self._held is not None:
+            boxes.append(self.model_box(self._held))
+        return np.array(boxes)
+
+    def set_planning_scene(self, scene) -> None:
+        """A perceived scene replaces the world's boxes with one collision object of boxes per piece; None puts the
+        world's boxes back."""
+        for name in self._perceived:
+            self.scene.remove_world_object(name)
+        self._perceived = []
+        if scene is None:
+            self._add_world_boxes()
+            return
+        from geometry_msgs.msg import Pose as PoseMsg
+        from moveit_msgs.msg import CollisionObject
+        from shape_msgs.msg import SolidPrimitive
+
+        for model in self.world.models:
+            self.scene.remove_world_object(model.name)
+        frame = self.group.get_planning_frame()
+        for piece in scene.pieces:
+            obj = CollisionObject(id=f"perceived/{piece.name}", operation=CollisionObject.ADD)
+            obj.header.frame_id = frame
+            for box in piece.boxes:
+                obj.primitives.append(SolidPrimitive(type=SolidPrimitive.BOX, dimensions=list(box[3:] - box[:3])))
+                pose = PoseMsg()
+                pose.position.x, pose.position.y, pose.position.z = ((box[:3] + box[3:]) / 2).tolist()
+                pose.orientation.w = 1.0
+                obj.primitive_poses.append(pose)
+            self.scene.add_object(obj)
+            self._perceived.append(obj.id)
 
     def reset(self, seed: int, jitter_m: float = 0.0) -> None:
         if self.gazebo is not None:

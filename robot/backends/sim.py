@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import numpy as np
 
 from robot.backends.arms import HOME_OFFSET, load_arm
 from robot.backends.base import JointState, RobotBackend
+from robot.backends import sim_cameras
+from robot.backends.sim_ghosts import GhostScene
 from robot.backends.sim_motion import MotionPlanner
 from robot.backends.sim_scene import SceneBuilder, SimModel
 from robot.errors import BackendUnavailable, ToolArgumentError
@@ -30,6 +33,7 @@ from tasks.roboscript.catalog import load_catalog
 from tasks.roboscript.world import World
 
 SLIP_M = 0.025
+RETREAT_M = 0.05
 SETTLE_STEPS = 240
 
 
@@ -86,7 +90,14 @@ class SimBackend(RobotBackend):
         self._held: _Held | None = None
         self._finger_values: list[float] = [self.robot.finger_open] * len(self.robot.fingers)
         self._attached: set[str] = set()
+        self._attached_at: dict[str, Pose] = {}  # the tool pose when each attached object was attached
+        self._released: tuple[str, np.ndarray] | None = None
         self.slipped: list[str] = []
+        self.ghosts = GhostScene(pb, self.client)
+        self.perceived_scene = False
+        """True while the planner avoids the perceived planning scene instead of the true bodies."""
+        self._segments: dict[tuple[int, int], int] = {}
+        self._labels: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------------------------------------ scene
 
@@ -96,10 +107,17 @@ class SimBackend(RobotBackend):
             pb.removeBody(model, physicsClientId=self.client)
         if self._saved is not None:
             pb.removeState(self._saved, physicsClientId=self.client)
-        self._world, self._held, self._attached = world, None, set()
+        self._world, self._held, self._attached, self._attached_at = world, None, set(), {}
+        self._released = None
         base = (world.robot.base_x, world.robot.base_y, world.table.height)
         pb.resetBasePositionAndOrientation(self.robot.body, base, (0, 0, 0, 1), physicsClientId=self.client)
         self._models = self.builder.build(world)
+        sim_cameras.paint(pb, self.client, self._models, world, self.robot.body)
+        self._labels = (*self._models, sim_cameras.ROBOT_LABEL)
+        self._segments = {(m.body, m.link): i for i, m in enumerate(self._models.values())}
+        for link in range(-1, pb.getNumJoints(self.robot.body, physicsClientId=self.client)):
+            self._segments[(self.robot.body, link)] = len(self._labels) - 1
+        self.set_planning_scene(None)
         self._joints = {}
         for joint in world.joints:
             part = self._models[joint.part]
@@ -123,8 +141,10 @@ class SimBackend(RobotBackend):
 
     def reset(self, seed: int, jitter_m: float = 0.0) -> None:
         pb = self.pb
+        self.set_planning_scene(None)  # before restoring: the saved state knows no ghost bodies
         pb.restoreState(self._saved, physicsClientId=self.client)
-        self._held, self._attached, self.slipped = None, set(), []
+        self._held, self._attached, self._attached_at, self.slipped = None, set(), {}, []
+        self._released = None
         if jitter_m > 0:
             rng = random.Random(seed)
             for model in self.world.models:
@@ -149,6 +169,42 @@ class SimBackend(RobotBackend):
 
     def model_names(self) -> list[str]:
         return ["table", *(m.name for m in self.world.models)]
+
+    # ------------------------------------------------------------------------------------------------ sensing
+
+    def capture(self, cameras, rng=None, depth_noise_m: float = 0.0):
+        stamp = time.time()
+        return [sim_cameras.render(self.pb, self.client, spec, self._segments, self._labels, rng, depth_noise_m,
+                                   stamp) for spec in cameras]
+
+    def robot_link_boxes(self) -> np.ndarray:
+        pb = self.pb
+        links = range(-1, pb.getNumJoints(self.robot.body, physicsClientId=self.client))
+        boxes = [np.concatenate(pb.getAABB(self.robot.body, link, physicsClientId=self.client)) for link in links]
+        if self._held is not None and self._held.joint is None:  # MoveIt filters attached bodies too
+            boxes.append(self.model_box(self._held.name))
+        return np.array(boxes)
+
+    # ------------------------------------------------------------------------------------------------ planning scene
+
+    def set_planning_scene(self, scene) -> None:
+        if scene is None:
+            self.ghosts.clear()
+            self.perceived_scene = False
+            return
+        self.ghosts.replace(scene)
+        self.perceived_scene = True
+
+    def collision_objects(self) -> dict[str, SimModel]:
+        """What the planner avoids: the true bodies, or the table and the perceived planning scene's pieces."""
+        if not self.perceived_scene:
+            return self._models
+        return {"table": self._models["table"], **self.ghosts.models()}
+
+    def obstacle_box(self, name: str) -> np.ndarray:
+        if self.perceived_scene and name in self.ghosts:
+            return self.ghosts.box(name)
+        return self.model_box(name)
 
     def _body_pose(self, model: SimModel) -> tuple[np.ndarray, tuple]:
         pb = self.pb
@@ -285,8 +341,8 @@ class SimBackend(RobotBackend):
 
     # ------------------------------------------------------------------------------------------------ arm
 
-    def reachable(self, pose: Pose) -> bool:
-        return self.planner.ik(pose, self.q()) is not None
+    def reachable(self, pose: Pose, ignore: frozenset[str] | None = None) -> bool:
+        return self.planner.ik(pose, self.q(), ignore=ignore) is not None
 
     def go_home(self) -> None:
         self.planner.move_joints(self.robot.home, frozenset())
@@ -316,10 +372,26 @@ class SimBackend(RobotBackend):
     def attach(self, name: str) -> None:
         self.sim_model(name)
         self._attached.add(name)
+        self._attached_at[name] = self.tool_pose()
 
     def detach(self, name: str) -> None:
         self.sim_model(name)
         self._attached.discard(name)
+        then = self._attached_at.pop(name, None)
+        if then is not None and self.perceived_scene:
+            self.ghosts.carry(name, then, self.tool_pose())
+            self._released = (name, np.array(self.tool_pose().position))
+
+    def just_released(self) -> str | None:
+        """The object the hand let go of last while it is still within RETREAT_M of where it let go: plans may
+        touch it (its perceived occupancy hugs the fingers), as a place pipeline's retreat may in MoveIt."""
+        if self._released is None:
+            return None
+        name, where = self._released
+        if np.linalg.norm(np.array(self.tool_pose().position) - where) > RETREAT_M:
+            self._released = None
+            return None
+        return name
 
     def _finger_contacts(self, finger: int, within: float = 0.0008) -> set[tuple[int, int]]:
         """(body, link) of the models a finger is closer to than ``within`` (negative: penetrating that deep)."""

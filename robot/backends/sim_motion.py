@@ -19,6 +19,7 @@ from robot.backends.sim_ik import IKSolver
 from robot.backends.sim_rrt import rrt_connect, shortcut
 from robot.errors import PlanningError
 from robot.tool_api import Pose
+from tasks.roboscript.world import CABINET
 
 if TYPE_CHECKING:
     from robot.backends.sim import SimBackend
@@ -28,7 +29,7 @@ CART_STEP = 0.01
 MAX_JUMP = 0.35
 PENETRATION = 0.003
 CLEARANCE = 0.05
-IK_RESTARTS = 6
+IK_RESTARTS = 12
 
 
 def quat_angle(a, b) -> float:
@@ -68,11 +69,26 @@ class MotionPlanner:
         sim = self.sim
         skip = set(ignore) | set(sim.attached)
         held = sim.held
+        objects = sim.collision_objects()
+        released = sim.just_released() if sim.perceived_scene else None
+        if released is not None:
+            skip.add(released)
         if held is not None:
             skip.add(held)
             if sim.sim_model(held).shape == "part":  # the hand is at the cabinet: its parts move with it
-                skip |= {name for name, m in sim._models.items() if m.body == sim.sim_model(held).body}
-        return [(name, m) for name, m in sim._models.items() if name not in skip]
+                skip |= {name for name in objects if name == CABINET or name.startswith(CABINET + ".")}
+        return [(name, m) for name, m in objects.items() if name not in skip]
+
+    def check_start(self, ignore: frozenset[str]) -> None:
+        """In a perceived planning scene, refuse every motion when the arm already collides with it -- the robot
+        itself in the scene (no self filter, or a box that swallowed the arm: paper Fig. 9), as MoveIt refuses a
+        start state in collision."""
+        if not self.sim.perceived_scene:
+            return
+        hit = self._check_path([self.sim.q()], ignore)
+        if hit is not None:
+            raise PlanningError(f"motion refused: the robot's current state collides with the perceived planning "
+                                f"scene ({hit}); the reconstruction holds the robot itself or a wrong object box")
 
     def collision(self, q: np.ndarray, obstacles: list) -> str | None:
         """The first of ``obstacles`` the arm (or what it holds) would penetrate at ``q``, or None. Leaves the arm
@@ -171,6 +187,7 @@ class MotionPlanner:
         return None if found is None else found[1]
 
     def move_joints(self, q_goal: np.ndarray, ignore: frozenset[str]) -> None:
+        self.check_start(ignore)
         q0 = self.sim.q()
         path = self.joint_path(q0, q_goal)
         if self._check_path(path, ignore) is None:
@@ -183,6 +200,7 @@ class MotionPlanner:
         kinematics -- the straight path is planned backwards from the target -- so the final approach never needs
         a joint flip; models in ``ignore`` may be touched on the straight part only."""
         sim = self.sim
+        self.check_start(ignore)
         q_target = self.ik(target, sim.q(), ignore=ignore)
         if q_target is None:
             raise PlanningError(f"no inverse-kinematics solution for the grasp pose at "
@@ -208,6 +226,7 @@ class MotionPlanner:
     def cartesian(self, waypoints: list[Pose], ignore: frozenset[str]) -> tuple[float, str]:
         """Execute as much of the straight path as is reachable and collision-free (MoveIt's Cartesian planning
         does the same); returns the fraction done and why it stopped. Nothing possible raises PlanningError."""
+        self.check_start(ignore)
         path, fraction, problem = self.cartesian_path(waypoints, self.sim.q(), partial=True)
         found = self._first_collision(path, ignore)
         if found is not None:
@@ -221,6 +240,7 @@ class MotionPlanner:
 
     def move_to(self, pose: Pose, ignore: frozenset[str]) -> None:
         sim = self.sim
+        self.check_start(ignore)
         q0 = sim.q()
         q_goal = self.ik(pose, q0, ignore=ignore)
         if q_goal is None:
@@ -246,7 +266,7 @@ class MotionPlanner:
         for name, _ in self._obstacles(ignore):
             if name == "table":
                 continue
-            box = sim.model_box(name)
+            box = sim.obstacle_box(name)
             if box[0] < hi[0] and box[3] > lo[0] and box[1] < hi[1] and box[4] > lo[1]:
                 top = max(top, float(box[5]))
         hang = sim.finger_reach

@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import is_color_like
+from matplotlib.colors import is_color_like, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Rectangle
 
@@ -26,6 +26,11 @@ _TABLE = "#d9c7a3"
 
 def _colour(name: str) -> str:
     return _COLOURS.get(name, name if is_color_like(name) else "#b0b0b0")
+
+
+def colour_rgba(name: str) -> tuple[float, float, float, float]:
+    """A catalog colour word as RGBA in [0, 1] (the simulator's renderer paints the models with it)."""
+    return to_rgba(_colour(name))
 
 
 def render_world(world: World, path: Path, size_px: int = 360) -> None:

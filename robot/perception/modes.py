@@ -1,53 +1,24 @@
-"""Perception modes: where the perception tools' boxes, poses and joints come from.
+"""The two perception modes without a pipeline:
 
 * ``ground_truth`` -- the backend's own state, live (paper V-A: "ground truth 3D perception from the simulation").
 * ``noisy`` -- what ``detect_objects`` saw: a snapshot of the ground truth with Gaussian noise on box centres and
   extents, orientations and joint axes (``robot.params.NoiseParams``). The snapshot goes stale when the scene
   changes until the code calls ``detect_objects`` again, as with a real pipeline; an object asked about before any
   detection is detected then.
-
-This is the seam for a real pipeline (multi-view RGB-D, grounding, cross-view matching -- paper III-C): register a
-class implementing :class:`Perception` under a new name and select it with ``perception:`` in params.yaml or in a
-goal; the tools (``robot/tools_impl.py``) only talk to this interface.
 """
 
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from dataclasses import replace
 
 import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
-from robot.params import NoiseParams
+from robot.params import NoiseParams, PipelineParams
+from robot.perception.base import Perception
+from robot.perception.registry import PERCEPTION_MODES
 from robot.tool_api import Pose
-from tasks.registry import Registry
-
-PERCEPTION_MODES: Registry[type] = Registry("perception mode")
-
-
-class Perception(ABC):
-    def __init__(self, backend: RobotBackend, noise: NoiseParams, seed: int):
-        self.backend = backend
-        self.noise = noise
-        self.rng = np.random.default_rng(seed)
-
-    def names(self) -> list[str]:
-        return self.backend.model_names()
-
-    @abstractmethod
-    def detect(self, names: list[str] | None) -> None:
-        """Refresh what is known about ``names`` (every object when None)."""
-
-    @abstractmethod
-    def box(self, name: str) -> np.ndarray: ...
-
-    @abstractmethod
-    def pose(self, name: str) -> Pose: ...
-
-    @abstractmethod
-    def joints(self) -> list[JointState]: ...
 
 
 @PERCEPTION_MODES.register("ground_truth")
@@ -78,8 +49,8 @@ def _quat_mul(a, b) -> tuple[float, float, float, float]:
 
 @PERCEPTION_MODES.register("noisy")
 class NoisyPerception(Perception):
-    def __init__(self, backend: RobotBackend, noise: NoiseParams, seed: int):
-        super().__init__(backend, noise, seed)
+    def __init__(self, backend: RobotBackend, noise: NoiseParams, seed: int, pipeline: PipelineParams | None = None):
+        super().__init__(backend, noise, seed, pipeline)
         self._boxes: dict[str, np.ndarray] = {}
         self._poses: dict[str, Pose] = {}
         self._joints: dict[str, JointState] = {}
@@ -125,7 +96,3 @@ class NoisyPerception(Perception):
         if not self._joints:  # nothing detected yet: observe the joints now
             self._joints = {j.part: self._noisy_joint(j) for j in self.backend.joint_states()}
         return list(self._joints.values())
-
-
-def create_perception(mode: str, backend: RobotBackend, noise: NoiseParams, seed: int) -> Perception:
-    return PERCEPTION_MODES.get(mode)(backend, noise, seed)

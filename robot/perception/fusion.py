@@ -1,0 +1,151 @@
+"""3-D reconstruction (paper III-C2): the k RGB-D views fused into a TSDF volume with Open3D (a sparse voxel block
+grid), then a point cloud (for instances, grasps, planes and the planning scene's occupancy) and, on request, a
+triangle mesh (marching cubes; what a MoveIt planning scene takes).
+
+Both are cropped to the robot's workspace and, with the self filter on, cleared of what lies on the robot itself
+(its links' boxes at the current joint state, grown by a margin -- what MoveIt's self filter does for its octomap).
+The support plane is found by RANSAC among near-horizontal planes; its points are marked so that instance
+segmentation and matching need not carry the table along.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robot.params import FusionParams
+from robot.perception.cameras import CameraFrame
+
+BLOCK_RESOLUTION = 8
+"""Voxels per block edge of the sparse volume."""
+BLOCK_COUNT = 10000
+"""Blocks allocated up front (enough for a table scene at 4 mm; the hash map grows beyond, at a cost)."""
+MIN_WEIGHT = 0.5
+"""A voxel seen by one view is kept (Open3D's default of 3 would need three views of every surface)."""
+
+
+@dataclass
+class Reconstruction:
+    points: np.ndarray
+    """(N, 3) surface points in the world frame."""
+    colors: np.ndarray
+    """(N, 3) in [0, 1]."""
+    normals: np.ndarray
+    """(N, 3) unit surface normals."""
+    support: np.ndarray
+    """(N,) bool: the point lies on the support plane (the table top)."""
+    support_z: float | None
+    """Height of the support plane, None when no horizontal plane was found."""
+    views: int
+    """Views with depth that went into the volume."""
+    volume: object = field(default=None, repr=False)
+    """Open3D's voxel block grid (for the mesh)."""
+    crop: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    robot_boxes: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def empty(self) -> bool:
+        return len(self.points) == 0
+
+    def mesh(self, params: FusionParams) -> tuple[np.ndarray, np.ndarray]:
+        """The surface as a triangle mesh (marching cubes), cropped, simplified by vertex clustering at
+        ``mesh_voxel_m`` and, with the self filter, without triangles on the robot: (vertices, triangles)."""
+        import open3d as o3d
+
+        if self.volume is None:
+            return np.zeros((0, 3)), np.zeros((0, 3), dtype=int)
+        mesh = self.volume.extract_triangle_mesh(weight_threshold=MIN_WEIGHT).to_legacy()
+        mesh = mesh.crop(o3d.geometry.AxisAlignedBoundingBox(*self.crop))
+        mesh = mesh.simplify_vertex_clustering(voxel_size=params.mesh_voxel_m)
+        vertices, triangles = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
+        if params.self_filter and self.robot_boxes is not None and len(self.robot_boxes):
+            on_robot = _inside(vertices, self.robot_boxes, params.self_filter_margin_m)
+            triangles = triangles[~np.any(on_robot[triangles], axis=1)]
+        return vertices, triangles
+
+
+def _inside(points: np.ndarray, boxes: np.ndarray, margin: float) -> np.ndarray:
+    """(N,) bool: the point lies in any of the (L, 6) boxes grown by ``margin``."""
+    if len(points) == 0 or len(boxes) == 0:
+        return np.zeros(len(points), dtype=bool)
+    lo, hi = boxes[:, None, :3] - margin, boxes[:, None, 3:] + margin
+    return np.any(np.all((points[None] >= lo) & (points[None] <= hi), axis=2), axis=0)
+
+
+def integrate(frames: list[CameraFrame], params: FusionParams):
+    """Open3D's TSDF volume (a voxel block grid) of every frame with a depth reading, and how many there were."""
+    import open3d as o3d
+    import open3d.core as o3c
+
+    f32 = o3c.float32
+    grid = o3d.t.geometry.VoxelBlockGrid(attr_names=("tsdf", "weight", "color"), attr_dtypes=(f32, f32, f32),
+                                         attr_channels=((1), (1), (3)), voxel_size=params.voxel_m,
+                                         block_resolution=BLOCK_RESOLUTION, block_count=BLOCK_COUNT,
+                                         device=o3c.Device("CPU:0"))
+    trunc = params.trunc_m / params.voxel_m
+    views = 0
+    for frame in frames:
+        if not frame.valid_depth:
+            continue
+        spec = frame.spec
+        depth = np.where(np.isfinite(frame.depth) & (frame.depth > 0), frame.depth, 0.0).astype(np.float32)
+        # Open3D puts pixel centres at integer coordinates; ours (and a CameraInfo's) at half-integers
+        K = spec.K.copy()
+        K[0, 2] -= 0.5
+        K[1, 2] -= 0.5
+        intrinsic = o3c.Tensor(K, o3c.float64)
+        extrinsic = o3c.Tensor(np.linalg.inv(spec.T_world_camera), o3c.float64)
+        depth_image = o3d.t.geometry.Image(o3c.Tensor(np.ascontiguousarray(depth)))
+        color_image = o3d.t.geometry.Image(o3c.Tensor(np.ascontiguousarray(frame.rgb, dtype=np.float32) / 255.0))
+        blocks = grid.compute_unique_block_coordinates(depth_image, intrinsic, extrinsic, 1.0, params.depth_max_m,
+                                                       trunc_voxel_multiplier=trunc)
+        grid.integrate(blocks, depth_image, color_image, intrinsic, extrinsic, 1.0, params.depth_max_m,
+                       trunc_voxel_multiplier=trunc)
+        views += 1
+    return grid, views
+
+
+def fuse(frames: list[CameraFrame], params: FusionParams, bounds: tuple[np.ndarray, np.ndarray],
+         robot_boxes: np.ndarray | None) -> Reconstruction:
+    """Fuse the views; keep what lies within ``bounds`` (lo, hi corners) and, with the self filter, off the
+    robot's ``robot_boxes`` (L, 6)."""
+    import open3d as o3d
+
+    volume, views = integrate(frames, params)
+    lo, hi = (np.asarray(b, dtype=float) for b in bounds)
+    if views == 0:
+        empty = np.zeros((0, 3))
+        return Reconstruction(empty, empty, empty, np.zeros(0, bool), None, 0)
+    cloud = volume.extract_point_cloud(weight_threshold=MIN_WEIGHT).to_legacy()
+    cloud = cloud.crop(o3d.geometry.AxisAlignedBoundingBox(lo, hi))
+    points = np.asarray(cloud.points)
+    colors = np.asarray(cloud.colors) if cloud.has_colors() else np.zeros_like(points)
+    if not cloud.has_normals():
+        cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=3 * params.voxel_m, max_nn=30))
+    normals = np.asarray(cloud.normals)
+    if params.self_filter and robot_boxes is not None and len(robot_boxes):
+        keep = ~_inside(points, robot_boxes, params.self_filter_margin_m)
+        points, colors, normals = points[keep], colors[keep], normals[keep]
+    support_z = support_plane(points, normals, params.voxel_m)
+    support = (np.abs(points[:, 2] - support_z) <= 1.5 * params.voxel_m if support_z is not None
+               else np.zeros(len(points), bool))
+    return Reconstruction(points, colors, normals, support, support_z, views, volume, (lo, hi), robot_boxes)
+
+
+def support_plane(points: np.ndarray, normals: np.ndarray, voxel: float, min_share: float = 0.05) -> float | None:
+    """Height of the largest horizontal plane (RANSAC over the upward-facing points), or None."""
+    import open3d as o3d
+
+    o3d.utility.random.seed(0)  # the same views give the same plane
+    up = np.abs(normals[:, 2]) > 0.9 if len(normals) == len(points) else np.ones(len(points), bool)
+    candidates = points[up]
+    if len(candidates) < max(50, min_share * len(points)):
+        return None
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(candidates))
+    plane, inliers = cloud.segment_plane(distance_threshold=1.5 * voxel, ransac_n=3, num_iterations=200,
+                                         probability=0.9999)
+    a, b, c, d = plane
+    if abs(c) < 0.95 or len(inliers) < min_share * len(points):
+        return None
+    return float(np.median(candidates[inliers, 2]))
