@@ -5,7 +5,8 @@
   would.
 * :class:`RobotError` -- the call was well formed but the robot could not or would not carry it out: a pose outside
   the workspace (:class:`WorkspaceError`), no inverse-kinematics solution or no collision-free path
-  (:class:`PlanningError`). The code is fine; the repeat fails on the task's evaluation items.
+  (:class:`PlanningError`), an object perception did not find (:class:`ObjectNotFound`). The code is fine; the
+  repeat fails on the task's evaluation items.
 
 Both derive from ``Exception`` so that generated code may catch them with ``except Exception``.
 """
@@ -31,6 +32,10 @@ class PlanningError(RobotError):
     """No inverse-kinematics solution or no collision-free path."""
 
 
+class ObjectNotFound(RobotError):
+    """Perception did not find an object (or a joint) the code asked about: a robot failure, not a code error."""
+
+
 class GoalError(PipelineError):
     """A runner goal that cannot be run: malformed JSON, a missing field, an unknown world."""
 
@@ -41,5 +46,5 @@ class BackendUnavailable(PipelineError):
 
 #: Exception classes that cross the sandbox boundary by name (child process -> tool server and back).
 TOOL_EXCEPTIONS: dict[str, type[Exception]] = {
-    cls.__name__: cls for cls in (ToolArgumentError, RobotError, WorkspaceError, PlanningError)
+    cls.__name__: cls for cls in (ToolArgumentError, RobotError, WorkspaceError, PlanningError, ObjectNotFound)
 }

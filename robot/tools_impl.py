@@ -17,8 +17,8 @@ import numpy as np
 
 from robot import grasps
 from robot.backends.base import JointState, RobotBackend
-from robot.errors import ToolArgumentError, WorkspaceError
-from robot.perception import ObjectNotFound, Perception
+from robot.errors import ObjectNotFound, ToolArgumentError, WorkspaceError
+from robot.perception import Perception
 from robot.perception.grasp_backends import GraspRequest, create_grasp_backend
 from robot.tool_api import Pose, ToolAPI
 from tasks.roboscript.catalog import Catalog, load_catalog

@@ -7,6 +7,7 @@ halfway, a runner outliving its master with a clear exit, and the evaluation flo
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -189,3 +190,66 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     mlflow.set_tracking_uri(params["tracking"]["uri"])
     runs = mlflow.search_runs(experiment_names=["embp/roboscript-eval"])
     assert len(runs) == 1 and runs.iloc[0]["metrics.Simple_0.finished_whole_task"] == 1.0
+
+
+def test_camera_topics_carry_the_frames_a_driver_publishes_into_the_pipeline(pool, simple_0, tmp_path):
+    """A sim camera driver (its own node) publishes sensor_msgs images; this node subscribes, gets the same frames
+    as a render here, and the pipeline fuses them into the right boxes."""
+    import numpy as np
+
+    from robot.backends import create_backend
+    from robot.params import PipelineParams
+    from robot.perception.pipeline import Pipeline
+    from robot.perception.ros_cameras import CameraTopics
+
+    world = tmp_path / "world.json"
+    world.write_text(json.dumps(simple_0.world.to_json()))
+    env = dict(os.environ, ROS_MASTER_URI=pool.master_uri, ROS_HOSTNAME="localhost")
+    driver = subprocess.Popen([sys.executable, "-m", "robot.perception.ros_cameras", "--world", str(world),
+                               "--ns", "/test_cams", "--rate", "5"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    sim = create_backend("sim")
+    try:
+        sim.load_world(simple_0.world)
+        sim.reset(0)
+        pipe = Pipeline(sim, PipelineParams(), 0)
+        frames = CameraTopics(pipe.specs, "/test_cams", timeout_s=60, segmentation=True).capture(since=time.time())
+        local = sim.capture(pipe.specs)
+        for got, want in zip(frames, local, strict=True):
+            assert got.spec.name == want.spec.name and np.array_equal(got.rgb, want.rgb)
+            assert np.allclose(got.depth, want.depth) and np.array_equal(got.segmentation, want.segmentation)
+            assert got.labels == want.labels
+        sim.capture = lambda cameras, rng=None, depth_noise_m=0.0: frames  # the pipeline reads the topics' frames
+        result = pipe.run(["apple", "footed_bowl"])
+        assert np.abs(result.instances["apple"].box - sim.model_box("apple")).max() < 0.03
+    finally:
+        sim.close()
+        stop_process(driver)
+
+
+def test_perception_ablation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
+    from flows import roboscript_perception
+    from robot import evaluation
+
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces}
+    params["roboscript"]["eval"]["ablation"] = {"objects": ["blue_block"], "studies": ["pick_place", "drawer"],
+                                                "settings": ["gt", "no_gt"], "repeats": 1}
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.setattr(evaluation, "REPORTS", tmp_path / "reports")
+    means = roboscript_perception.roboscript_perception(str(params_file))
+    report = json.loads((tmp_path / "reports" / "perception.json").read_text())
+    assert set(report["success"]) == {"gt", "no_gt"} and set(means) == {"gt", "no_gt"}
+    assert report["success"]["gt"]["pick_place"]["blue_block"] == 1.0
+    assert report["perception_s"]["gt"] == 0.0 and report["perception_s"]["no_gt"] > 0.0
+    assert set(report["outcomes"]) == {f"{s}/{t}/blue_block" for s in ("gt", "no_gt") for t in ("pick_place", "drawer")}
+    table = (tmp_path / "reports" / "perception_ablation.md").read_text()
+    assert "| blue_block |" in table and "No GT" in table
+    assert (tmp_path / "reports" / "figures" / "perception_ablation.png").stat().st_size > 10_000
+    import mlflow
+
+    mlflow.set_tracking_uri(params["tracking"]["uri"])
+    runs = mlflow.search_runs(experiment_names=["embp/roboscript-perception"])
+    assert len(runs) == 1 and runs.iloc[0]["metrics.mean.gt.pick_place"] == 1.0

@@ -15,7 +15,8 @@ from __future__ import annotations
 from robot.backends.base import RobotBackend
 from robot.params import NoiseParams, PipelineParams
 from robot.perception import modes, perceived  # noqa: F401 - they register the modes
-from robot.perception.base import ObjectNotFound, Perception
+from robot.errors import ObjectNotFound
+from robot.perception.base import Perception
 from robot.perception.registry import PERCEPTION_MODES
 
 __all__ = ["PERCEPTION_MODES", "ObjectNotFound", "Perception", "create_perception"]

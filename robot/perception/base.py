@@ -7,13 +7,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
-from robot.errors import RobotError
 from robot.params import NoiseParams, PipelineParams
 from robot.tool_api import Pose
-
-
-class ObjectNotFound(RobotError):
-    """Perception did not find an object (or a joint) the code asked about: a robot failure, not a code error."""
 
 
 class Perception(ABC):

@@ -3,7 +3,7 @@
 ``detect_objects(object_list)`` runs the pipeline (``robot/perception/pipeline.py``) for the listed names (every
 object when None) and keeps what it found until the next detection: an object moved since is stale, as it is with
 a real robot. An object asked about before any detection is detected then; one the pipeline does not find raises
-:class:`~robot.perception.base.ObjectNotFound` (a robot failure, not a code error).
+:class:`~robot.errors.ObjectNotFound` (a robot failure, not a code error).
 
 The two sources of paper V-C are separate switches (``pipeline.detection`` and ``pipeline.planning_scene``):
 
@@ -20,7 +20,8 @@ import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
 from robot.params import NoiseParams, PipelineParams
-from robot.perception.base import ObjectNotFound, Perception
+from robot.errors import ObjectNotFound
+from robot.perception.base import Perception
 from robot.perception.instances import (Instance, estimate_joint, front_plane, plane_normal, separate,
                                         standing_off, without_parts)
 from robot.perception.modes import GroundTruth

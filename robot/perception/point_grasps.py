@@ -139,7 +139,7 @@ def _evaluate(pose: Pose, points, normals, scene, half_open: float, reach: float
     across = np.array([-(centre[1] - base[1]), centre[0] - base[0], 0.0])
     across /= max(float(np.linalg.norm(across)), 1e-9)
     natural = abs(float(np.dot(R[:, 1], across)))  # fingers closing across the arm's reach: the wrist's rest angle
-    score = 0.5 * quality + 0.3 * coverage - 0.2 * offset + 0.15 * natural
+    score = 0.5 * quality + 0.3 * coverage - 0.2 * offset + 0.05 * natural
     return Candidate(pose, score, width, int(between.sum()))
 
 

@@ -115,14 +115,16 @@ class CameraPublisher:
 
 
 class CameraTopics:
-    """The camera topics of a robot, subscribed: :meth:`capture` returns each camera's next frame."""
+    """The camera topics of a robot, subscribed: :meth:`capture` returns each camera's next frame -- with its
+    segmentation image too when ``segmentation`` (a simulator's driver; real cameras have none)."""
 
-    def __init__(self, specs: list[CameraSpec], ns: str = "/cameras", timeout_s: float = 5.0):
+    def __init__(self, specs: list[CameraSpec], ns: str = "/cameras", timeout_s: float = 5.0,
+                 segmentation: bool = False):
         import rospy
         from sensor_msgs.msg import CameraInfo, Image
         from std_msgs.msg import String
 
-        self.specs, self.timeout_s = specs, timeout_s
+        self.specs, self.timeout_s, self.segmentation = specs, timeout_s, segmentation
         self._latest: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
         kinds = {"color": Image, "depth": Image, "info": CameraInfo, "segmentation": Image, "labels": String}
@@ -134,9 +136,11 @@ class CameraTopics:
             self._latest[key] = msg
 
     def _ready(self, name: str, since: float) -> bool:
-        color, depth = self._latest.get((name, "color")), self._latest.get((name, "depth"))
-        return (color is not None and depth is not None and color.header.stamp.to_sec() >= since
-                and depth.header.stamp.to_sec() >= since)
+        kinds = ("color", "depth", "segmentation") if self.segmentation else ("color", "depth")
+        images = [self._latest.get((name, k)) for k in kinds]
+        if self.segmentation and (name, "labels") not in self._latest:
+            return False
+        return all(m is not None and m.header.stamp.to_sec() >= since for m in images)
 
     def capture(self, since: float | None = None) -> list[CameraFrame]:
         """One frame per camera with both images stamped at or after ``since`` (default: any received)."""
@@ -146,9 +150,50 @@ class CameraTopics:
             with self._lock:
                 missing = [s.name for s in self.specs if not self._ready(s.name, since)]
                 if not missing:
-                    return [from_messages(s, *(self._latest.get((s.name, k)) for k in
-                                               ("color", "depth", "info", "segmentation", "labels")))
-                            for s in self.specs]
+                    kinds = ("color", "depth", "info", "segmentation", "labels")
+                    return [from_messages(s, *(self._latest.get((s.name, k)) if self.segmentation or k in kinds[:3]
+                                               else None for k in kinds)) for s in self.specs]
             if time.monotonic() > deadline:
                 raise RobotError(f"no images from camera(s) {', '.join(missing)} within {self.timeout_s:g} s")
             time.sleep(0.01)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m robot.perception.ros_cameras --world W.json``: the simulator's cameras as a ROS camera driver
+    (for RViz, or to feed a pipeline in another process), publishing ``--rate`` frame sets per second."""
+    import argparse
+
+    from robot import ros_env
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--world", required=True, help="a world definition file (roboscript-world/1)")
+    parser.add_argument("--ns", default="/cameras", help="topic namespace (default /cameras)")
+    parser.add_argument("--rate", type=float, default=2.0, help="frame sets per second")
+    parser.add_argument("--params", default=None, help="params.yaml whose roboscript.eval.pipeline.cameras to use")
+    args = parser.parse_args(argv)
+    ros_env.activate()
+    import rospy
+
+    from robot.backends import create_backend
+    from robot.perception.cameras import rig
+    from tasks.params import load_params
+    from tasks.roboscript.world import read_world
+
+    rig_params = load_params(args.params).roboscript.eval.pipeline.cameras
+    backend = create_backend("sim")
+    backend.load_world(read_world(args.world))
+    backend.reset(0)
+    specs = rig(rig_params, backend.world.table.height)
+    rospy.init_node("embp_sim_cameras", anonymous=True)
+    publisher = CameraPublisher(specs, args.ns)
+    rng = np.random.default_rng(0)
+    print(f"sim cameras: publishing {', '.join(s.name for s in specs)} under {args.ns}", flush=True)
+    rate = rospy.Rate(args.rate)
+    while not rospy.is_shutdown():
+        publisher.publish(backend.capture(specs, rng, rig_params.depth_noise_m))
+        rate.sleep()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

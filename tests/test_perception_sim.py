@@ -1,0 +1,220 @@
+"""The perception pipeline end to end in the PyBullet sim: calibrated cameras, fused boxes within tolerance of the
+true boxes, drawer joints and plane normals from points, the perceived planning scene in the planner, the perceived
+Simple_0 episode, and bad input (empty depth, a detector that finds nothing or finds the robot, no self filter)
+ending in clear outcomes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+from robot import shapes
+from robot.backends import create_backend
+from robot.episode import EpisodeRunner, parse_goal
+from robot.errors import PlanningError
+from robot.params import NoiseParams, PipelineParams
+from robot.perception import ObjectNotFound, create_perception
+from robot.perception.cameras import project
+from robot.perception.pipeline import Pipeline
+from robot.perception.scene import PlanningScene, ScenePiece
+from robot.scoring import task_metrics
+from robot.tool_api import Pose
+from robot.tools_impl import RobotTools
+from tasks.roboscript.benchmark import load_benchmark
+from tasks.roboscript.catalog import load_catalog
+from tasks.roboscript.params import WorldsParams
+
+pytestmark = pytest.mark.sim
+
+SIMPLE_0 = """\
+detect_objects(object_list=['apple', 'footed_bowl'])
+open_gripper()
+grasp_pose = parse_central_lift_grasp_pose(object_name='apple')
+grasp(grasp_pose)
+close_gripper()
+attach_object('apple')
+place_pose = parse_place_pose(object_name='apple', receptacle_name='footed_bowl')
+move_to_pose(place_pose)
+open_gripper()
+detach_object('apple')
+reset_to_default_pose()
+"""
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def tasks(catalog):
+    return {t.id: t for t in load_benchmark(catalog, WorldsParams())}
+
+
+@pytest.fixture(scope="module")
+def sim():
+    backend = create_backend("sim", arm="panda")
+    yield backend
+    backend.close()
+
+
+def _load(sim, world):
+    sim.load_world(world)
+    sim.reset(0)
+    return sim
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    lo, hi = np.maximum(a[:3], b[:3]), np.minimum(a[3:], b[3:])
+    inter = float(np.prod(np.clip(hi - lo, 0.0, None)))
+    return inter / (float(np.prod(a[3:] - a[:3])) + float(np.prod(b[3:] - b[:3])) - inter)
+
+
+def _goal(task, code, repeats, **extra):
+    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
+    return parse_goal(json.dumps({"episode_id": task.id, "world": task.world.to_json(), "code": code,
+                                  "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.01,
+                                  "perception": "perceived"} | extra))
+
+
+def test_cameras_are_calibrated_a_projected_object_is_where_the_image_shows_it(sim, tasks):
+    _load(sim, tasks["Simple_0"].world)
+    pipe = Pipeline(sim, PipelineParams(), 0)
+    frames = sim.capture(pipe.specs)
+    assert len(frames) == 3 and all(f.valid_depth for f in frames)
+    box = sim.model_box("apple")
+    top = np.array([(box[0] + box[3]) / 2, (box[1] + box[4]) / 2, box[5] - 0.005])  # just under its top
+    for frame in frames:
+        uv, z = project(top[None], frame.spec)
+        u, v = (int(c) for c in uv[0])
+        assert frame.labels[frame.segmentation[v, u]] == "apple", frame.spec.name
+        assert abs(float(frame.depth[v, u]) - z[0]) < 0.05
+        assert frame.rgb[v, u, 0] > frame.rgb[v, u, 2]  # painted in its catalog colour (red)
+    assert "robot" in frames[0].labels
+
+
+@pytest.mark.parametrize("task_id", ["Simple_0", "Hard_1", "Moderate_1"])
+def test_fused_boxes_lie_within_a_few_centimetres_of_the_true_boxes(sim, tasks, task_id):
+    _load(sim, tasks[task_id].world)
+    names = [n for n in sim.model_names() if n != "table" and not n.startswith("cabinet")]
+    result = Pipeline(sim, PipelineParams(), 0).run(names)
+    assert set(result.instances) >= set(names)
+    for name in names:
+        truth, seen = sim.model_box(name), result.instances[name].box
+        assert np.abs(seen - truth).max() < 0.03, (name, truth.round(3), seen.round(3))
+        assert _iou(truth, seen) > 0.5, name
+    assert result.reconstruction.support_z == pytest.approx(sim.world.table.height, abs=0.005)
+    assert set(result.timings) == {"capture", "ground", "fuse", "match", "segment", "scene"}
+    vertices, triangles = result.reconstruction.mesh(PipelineParams().fusion)
+    assert len(triangles) > 100 and np.all(vertices[np.unique(triangles)][:, 2] >= sim.world.table.height - 0.02)
+
+
+def test_drawer_joint_handle_and_front_normal_come_from_the_points(sim, catalog):
+    trial = shapes.drawer_trial(catalog["gelatin_box"], catalog[shapes.CABINET_ASSET], WorldsParams())
+    _load(sim, trial.world)
+    perception = create_perception("perceived", sim, NoiseParams(), 0, PipelineParams(planning_scene="ground_truth"))
+    tools = RobotTools(sim, perception)
+    tools.detect_objects(["cabinet.drawer_1"])  # the whole cabinet is perceived with it
+    truth = {j.part: j for j in sim.joint_states()}["cabinet.drawer_1"]
+    info = tools.get_object_joint_info("cabinet.drawer_1", tools.get_object_center_position("cabinet.handle_1"))
+    assert info["type"] == "prismatic"
+    assert np.degrees(np.arccos(np.clip(info["joint_axis"] @ truth.axis, -1, 1))) < 5
+    assert np.linalg.norm(info["joint_position"] - truth.origin) < 0.02
+    handle = sim.model_box("cabinet.handle_1")
+    assert np.abs(tools.get_3d_bbox("cabinet.handle_1") - handle).max() < 0.015
+    assert tools.get_3d_bbox("cabinet")[0] == pytest.approx(sim.model_box("cabinet")[0], abs=0.01)  # no handles
+    normal = tools.get_plane_normal("cabinet.drawer_1", handle[:3] + np.array([0.0, 0.1, 0.0]))
+    assert normal @ np.array([-1.0, 0.0, 0.0]) > np.cos(np.radians(10))
+
+
+def test_the_planner_avoids_the_perceived_scene_and_reset_restores_the_truth(sim, tasks):
+    _load(sim, tasks["Simple_0"].world)
+    here = np.array(sim.tool_pose().position)
+    target = Pose(tuple(here + np.array([0.0, 0.25, 0.0])), sim.tool_pose().orientation)
+    wall = ScenePiece("wall", np.array([[here[0] - 0.1, here[1] + 0.12, here[2] - 0.1,
+                                         here[0] + 0.1, here[1] + 0.16, here[2] + 0.1]]))
+    sim.set_planning_scene(PlanningScene([wall]))
+    assert set(sim.collision_objects()) == {"table", "wall"}
+    fraction, problem = sim.move_cartesian([target])
+    assert fraction < 0.5 and "wall" in problem  # stopped in front of a wall only perception saw
+    # a piece attached to the hand is carried by the hand's motion when it is let go
+    here = np.array(sim.tool_pose().position)
+    sim.set_planning_scene(PlanningScene([ScenePiece("apple", np.array([[*(here - 0.01), *(here + 0.01)]]))]))
+    sim.attach("apple")
+    sim.move_cartesian([Pose(tuple(here + np.array([0.0, 0.0, -0.05])), sim.tool_pose().orientation)])
+    sim.detach("apple")
+    assert sim.obstacle_box("apple")[2] == pytest.approx(here[2] - 0.06, abs=0.005)
+    sim.reset(1)  # back to the true geometry; the physics state restores although bodies came and went
+    assert not sim.perceived_scene and "apple" in sim.collision_objects()
+    assert sim.move_cartesian([target])[0] > 0.99
+
+
+def test_perceived_simple_0_succeeds_in_most_repeats(tasks):
+    runner = EpisodeRunner(create_backend("sim", arm="panda"), "test")
+    try:
+        result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=5))
+    finally:
+        runner.backend.close()
+    metrics = task_metrics(result, 1)
+    assert metrics["finished_whole_task"] >= 0.8, [(r["status"], r["error"]) for r in result["repeats"]]
+    report = result["repeats"][0]["perception"]
+    assert report["calls"] >= 1 and report["detections"][0]["found"] == ["apple", "footed_bowl"]
+    assert report["detections"][0]["scene_boxes"] > 0 and report["wall_s"] > 0
+
+
+def test_an_empty_depth_camera_is_left_out_and_no_depth_at_all_finds_nothing(sim, tasks, monkeypatch):
+    _load(sim, tasks["Simple_0"].world)
+    capture = sim.capture
+
+    def blind(n):
+        def wrapped(cameras, rng=None, depth_noise_m=0.0):
+            frames = capture(cameras, rng, depth_noise_m)
+            for frame in frames[:n]:
+                frame.depth[:] = 0.0
+            return frames
+        return wrapped
+
+    monkeypatch.setattr(sim, "capture", blind(1))
+    result = Pipeline(sim, PipelineParams(), 0).run(["apple", "footed_bowl"])
+    assert result.reconstruction.views == 2
+    assert np.abs(result.instances["apple"].box - sim.model_box("apple")).max() < 0.03
+    monkeypatch.setattr(sim, "capture", blind(3))
+    perception = create_perception("perceived", sim, NoiseParams(), 0, PipelineParams())
+    tools = RobotTools(sim, perception)
+    tools.detect_objects(["apple"])
+    with pytest.raises(ObjectNotFound, match="did not find 'apple'"):
+        tools.get_3d_bbox("apple")
+
+
+def test_a_detector_that_finds_nothing_ends_the_repeat_as_a_robot_failure(tasks):
+    runner = EpisodeRunner(create_backend("sim", arm="panda"), "test")
+    try:
+        result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=1,
+                                  pipeline={"grounding": {"miss_rate": 1.0}}))
+    finally:
+        runner.backend.close()
+    repeat = result["repeats"][0]
+    assert repeat["status"] == "robot_error" and repeat["grammatical"]
+    assert "ObjectNotFound" in repeat["error"] and "apple" in repeat["error"]
+
+
+def test_a_detector_that_finds_the_robot_does_not_mislead_the_self_filtered_pipeline(sim, tasks):
+    _load(sim, tasks["Simple_0"].world)
+    params = PipelineParams.model_validate({"grounding": {"robot_false_positive_rate": 1.0}})
+    result = Pipeline(sim, params, 0).run(["apple"])
+    assert sum(len(v) for v in result.detections) > 3  # the robot boxes came in
+    assert np.abs(result.instances["apple"].box - sim.model_box("apple")).max() < 0.03
+
+
+def test_without_the_self_filter_the_arm_is_in_the_scene_and_every_motion_is_refused(sim, tasks):
+    _load(sim, tasks["Simple_0"].world)
+    perception = create_perception("perceived", sim, NoiseParams(), 0,
+                                   PipelineParams.model_validate({"fusion": {"self_filter": False}}))
+    tools = RobotTools(sim, perception)
+    tools.detect_objects(["apple"])
+    with pytest.raises(PlanningError, match="motion refused: the robot's current state collides"):
+        tools.reset_to_default_pose()
+    sim.reset(0)
