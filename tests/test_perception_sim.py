@@ -218,3 +218,15 @@ def test_without_the_self_filter_the_arm_is_in_the_scene_and_every_motion_is_ref
     with pytest.raises(PlanningError, match="motion refused: the robot's current state collides"):
         tools.reset_to_default_pose()
     sim.reset(0)
+
+
+def test_the_perceived_planning_scene_is_invisible_to_the_cameras(sim, tasks):
+    """A second detection sees the world, not the occupancy boxes the first one put into the planner."""
+    _load(sim, tasks["Hard_1"].world)
+    perception = create_perception("perceived", sim, NoiseParams(), 0, PipelineParams())
+    perception.detect(None)
+    first = {n: perception.box(n) for n in ("apple", "banana", "grey_bowl")}
+    assert sim.perceived_scene and len(sim.collision_objects()) > 1
+    perception.detect(None)
+    for name, box in first.items():
+        assert np.allclose(perception.box(name), box, atol=1e-6), name

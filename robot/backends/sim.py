@@ -174,8 +174,9 @@ class SimBackend(RobotBackend):
 
     def capture(self, cameras, rng=None, depth_noise_m: float = 0.0):
         stamp = time.time()
-        return [sim_cameras.render(self.pb, self.client, spec, self._segments, self._labels, rng, depth_noise_m,
-                                   stamp) for spec in cameras]
+        with self.ghosts.hidden():
+            return [sim_cameras.render(self.pb, self.client, spec, self._segments, self._labels, rng, depth_noise_m,
+                                       stamp) for spec in cameras]
 
     def robot_link_boxes(self) -> np.ndarray:
         pb = self.pb

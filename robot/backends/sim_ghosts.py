@@ -10,6 +10,8 @@ since the attach -- MoveIt moves an attached collision object the same way.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from robot.backends.sim_scene import SimModel
@@ -46,6 +48,21 @@ class GhostScene:
     def models(self) -> dict[str, SimModel]:
         return {name: SimModel(name, body, -1, "ghost", (self._boxes[name][3:] - self._boxes[name][:3]) / 2, False)
                 for name, body in self._bodies.items()}
+
+    @contextmanager
+    def hidden(self):
+        """Out of the cameras' sight (far below the floor) while they render: a planning scene is not a thing
+        in the world. Moved, not removed: PyBullet does not free removed shapes."""
+        pb = self.pb
+        poses = {name: pb.getBasePositionAndOrientation(body, physicsClientId=self.client)
+                 for name, body in self._bodies.items()}
+        for body in self._bodies.values():
+            pb.resetBasePositionAndOrientation(body, (0.0, 0.0, -100.0), (0, 0, 0, 1), physicsClientId=self.client)
+        try:
+            yield
+        finally:
+            for name, (pos, orn) in poses.items():
+                pb.resetBasePositionAndOrientation(self._bodies[name], pos, orn, physicsClientId=self.client)
 
     def box(self, name: str) -> np.ndarray:
         return self._boxes[name].copy()
