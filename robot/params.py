@@ -115,7 +115,7 @@ class FusionParams(_Strict):
     """Drop what lies on the robot itself (its links' boxes, from the arm's joint state, grown by the margin) --
     MoveIt's self filter. Off, the arm enters the planning scene and every motion is refused (paper Fig. 9)."""
     self_filter_margin_m: Annotated[float, Field(ge=0.0, le=0.1)] = 0.015
-    scene_voxel_m: Annotated[float, Field(ge=0.004, le=0.1)] = 0.01
+    scene_voxel_m: Annotated[float, Field(ge=0.004, le=0.1)] = 0.006
     """Voxel size of the perceived planning scene's occupancy (MoveIt's octomap resolution)."""
     mesh_voxel_m: Annotated[float, Field(ge=0.002, le=0.1)] = 0.01
     """The extracted surface mesh is simplified by vertex clustering at this size."""

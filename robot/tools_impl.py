@@ -25,6 +25,10 @@ from tasks.roboscript.catalog import Catalog, load_catalog
 from tasks.roboscript.world import CABINET
 
 PRE_GRASP_M = 0.1
+DRAWER_PANEL, DRAWER_WALL = 0.02, 0.01
+"""A drawer's front panel and its other walls and floor (robot/backends/urdf.py builds them so)."""
+WALL_CLEARANCE = 0.005
+"""Kept between a placed object and a drawer's walls: a box from perception is off by a few millimetres."""
 MAX_STRAIGHT_M = 1.0
 MAX_WAYPOINTS = 200
 
@@ -259,8 +263,9 @@ class RobotTools(ToolAPI):
         if model is not None and model.category == "drawer":
             joints = self._joints_of(name)
             front = self.perception.box(CABINET)[0] if joints else box[3]
-            x1 = min(box[3], front) if box[0] < front - 0.02 else box[3]
-            return (box[0] + 0.02, box[1] + 0.01, x1 - 0.01, box[4] - 0.01), box[2] + 0.01
+            x1 = min(box[3], front) if box[0] < front - DRAWER_PANEL else box[3]
+            inset_front, inset = DRAWER_PANEL + WALL_CLEARANCE, DRAWER_WALL + WALL_CLEARANCE
+            return (box[0] + inset_front, box[1] + inset, x1 - inset, box[4] - inset), box[2] + DRAWER_WALL
         if model is not None and model.container:
             asset = self.catalog.assets.get(model.asset)
             if asset is not None and asset.opening:
