@@ -26,7 +26,6 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -105,16 +104,13 @@ def episode_rows(repeats: int) -> list[dict]:
     from tasks.roboscript.params import WorldsParams
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from test_perception_sim import SIMPLE_0
+    from robot_goals import SIMPLE_0, request
 
     task = {t.id: t for t in load_benchmark(load_catalog(), WorldsParams())}["Simple_0"]
-    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
     runner = EpisodeRunner(create_backend("sim"), "bench")
     rows = []
     for mode in ("ground_truth", "perceived"):
-        goal = parse_goal(json.dumps({"episode_id": task.id, "world": task.world.to_json(), "code": SIMPLE_0,
-                                      "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.01,
-                                      "perception": mode}))
+        goal = parse_goal(json.dumps(request(task, SIMPLE_0, repeats, perception=mode)))
         result = runner.run(goal)
         walls = [r["wall_s"] for r in result["repeats"]]
         perception = [(r.get("perception") or {}).get("wall_s", 0.0) for r in result["repeats"]]

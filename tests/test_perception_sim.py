@@ -5,15 +5,12 @@ ending in clear outcomes."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-
 import numpy as np
 import pytest
 
 from robot import shapes
 from robot.backends import create_backend
-from robot.episode import EpisodeRunner, parse_goal
+from robot.episode import EpisodeRunner
 from robot.errors import PlanningError
 from robot.params import NoiseParams, PipelineParams
 from robot.perception import ObjectNotFound, create_perception
@@ -23,26 +20,12 @@ from robot.perception.scene import PlanningScene, ScenePiece
 from robot.scoring import task_metrics
 from robot.tool_api import Pose
 from robot.tools_impl import RobotTools
+from robot_goals import SIMPLE_0, goal
 from tasks.roboscript.benchmark import load_benchmark
 from tasks.roboscript.catalog import load_catalog
 from tasks.roboscript.params import WorldsParams
 
 pytestmark = pytest.mark.sim
-
-SIMPLE_0 = """\
-detect_objects(object_list=['apple', 'footed_bowl'])
-open_gripper()
-grasp_pose = parse_central_lift_grasp_pose(object_name='apple')
-grasp(grasp_pose)
-close_gripper()
-attach_object('apple')
-place_pose = parse_place_pose(object_name='apple', receptacle_name='footed_bowl')
-move_to_pose(place_pose)
-open_gripper()
-detach_object('apple')
-reset_to_default_pose()
-"""
-
 
 @pytest.fixture(scope="module")
 def catalog():
@@ -71,13 +54,6 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     lo, hi = np.maximum(a[:3], b[:3]), np.minimum(a[3:], b[3:])
     inter = float(np.prod(np.clip(hi - lo, 0.0, None)))
     return inter / (float(np.prod(a[3:] - a[:3])) + float(np.prod(b[3:] - b[:3])) - inter)
-
-
-def _goal(task, code, repeats, **extra):
-    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
-    return parse_goal(json.dumps({"episode_id": task.id, "world": task.world.to_json(), "code": code,
-                                  "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.01,
-                                  "perception": "perceived"} | extra))
 
 
 def test_cameras_are_calibrated_a_projected_object_is_where_the_image_shows_it(sim, tasks):
@@ -155,7 +131,7 @@ def test_the_planner_avoids_the_perceived_scene_and_reset_restores_the_truth(sim
 def test_perceived_simple_0_succeeds_in_most_repeats(tasks):
     runner = EpisodeRunner(create_backend("sim", arm="panda"), "test")
     try:
-        result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=5))
+        result = runner.run(goal(tasks["Simple_0"], SIMPLE_0, repeats=5, perception="perceived"))
     finally:
         runner.backend.close()
     metrics = task_metrics(result, 1)
@@ -192,8 +168,8 @@ def test_an_empty_depth_camera_is_left_out_and_no_depth_at_all_finds_nothing(sim
 def test_a_detector_that_finds_nothing_ends_the_repeat_as_a_robot_failure(tasks):
     runner = EpisodeRunner(create_backend("sim", arm="panda"), "test")
     try:
-        result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=1,
-                                  pipeline={"grounding": {"miss_rate": 1.0}}))
+        result = runner.run(goal(tasks["Simple_0"], SIMPLE_0, repeats=1, perception="perceived",
+                                 pipeline={"grounding": {"miss_rate": 1.0}}))
     finally:
         runner.backend.close()
     repeat = result["repeats"][0]

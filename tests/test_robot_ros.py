@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
 
 import pytest
 import yaml
@@ -29,18 +28,9 @@ from robot.pool import LocalPool, free_port, start_master, stop_process  # noqa:
 from tasks.roboscript.benchmark import load_benchmark  # noqa: E402
 from tasks.roboscript.catalog import load_catalog  # noqa: E402
 from tasks.roboscript.params import WorldsParams  # noqa: E402
+from robot_goals import SIMPLE_0  # noqa: E402
+from robot_goals import request as _request  # noqa: E402
 
-SIMPLE_0 = """\
-detect_objects(object_list=['apple', 'footed_bowl'])
-open_gripper()
-grasp(parse_central_lift_grasp_pose(object_name='apple'))
-close_gripper()
-attach_object('apple')
-move_to_pose(parse_place_pose(object_name='apple', receptacle_name='footed_bowl'))
-open_gripper()
-detach_object('apple')
-reset_to_default_pose()
-"""
 BUSY = "p = get_gripper_pose()\nfor i in range(10 ** 12):\n    x = i\n"
 
 
@@ -50,9 +40,7 @@ def simple_0():
 
 
 def request(task, code, repeats=1, **extra) -> dict:
-    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
-    return {"episode_id": task.id, "task_id": task.id, "world": task.world.to_json(), "code": code,
-            "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.005} | extra
+    return _request(task, code, repeats, jitter_m=0.005, **extra)
 
 
 @pytest.fixture(scope="module")

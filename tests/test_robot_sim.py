@@ -5,7 +5,6 @@ noisy perception, the UR5, and MoveIt's clear error."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from robot.params import NoiseParams, RobotEvalParams
 from robot.perception import create_perception
 from robot.scoring import task_metrics
 from robot.tool_api import Pose
+from robot_goals import SIMPLE_0, goal
 from robot.tools_impl import RobotTools
 from tasks.roboscript.benchmark import load_benchmark
 from tasks.roboscript.catalog import load_catalog
@@ -25,20 +25,6 @@ from tasks.roboscript.params import WorldsParams
 
 pytestmark = pytest.mark.sim
 
-SIMPLE_0 = """\
-# Verified: pick the apple with a top-down grasp and put it into the footed bowl.
-detect_objects(object_list=['apple', 'footed_bowl'])
-open_gripper()
-grasp_pose = parse_central_lift_grasp_pose(object_name='apple')
-grasp(grasp_pose)
-close_gripper()
-attach_object('apple')
-place_pose = parse_place_pose(object_name='apple', receptacle_name='footed_bowl')
-move_to_pose(place_pose)
-open_gripper()
-detach_object('apple')
-reset_to_default_pose()
-"""
 WRONG = SIMPLE_0.replace("receptacle_name='footed_bowl'", "receptacle_name='white_plate'")
 
 
@@ -59,27 +45,21 @@ def runner():
     runner.backend.close()
 
 
-def _goal(task, code, repeats, **extra):
-    items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
-    return parse_goal(json.dumps({"episode_id": task.id, "world": task.world.to_json(), "code": code,
-                                  "repeats": repeats, "evaluation": items, "pose_jitter_m": 0.01} | extra))
-
-
 def test_verified_simple_0_succeeds_in_most_repeats_and_a_wrong_snippet_fails(runner, tasks):
     task = tasks["Simple_0"]
-    result = runner.run(_goal(task, SIMPLE_0, repeats=5))
+    result = runner.run(goal(task, SIMPLE_0, repeats=5))
     metrics = task_metrics(result, len(task.evaluation))
     assert metrics["grammar_correct"] and metrics["semantic_correct"]
     assert metrics["finished_whole_task"] >= 0.8, [r["items"] for r in result["repeats"]]
     assert len({tuple(r["state"]["boxes"]["apple"]) for r in result["repeats"]}) > 1  # the repeats differ
-    wrong = runner.run(_goal(task, WRONG, repeats=2))
+    wrong = runner.run(goal(task, WRONG, repeats=2))
     assert all(r["status"] == "ok" for r in wrong["repeats"])  # it runs fine ...
     assert task_metrics(wrong, 1)["finished_whole_task"] == 0.0  # ... but the apple is not in the bowl
     assert not wrong["repeats"][0]["items"][0]["ok"] and "footed_bowl" in wrong["repeats"][0]["items"][0]["detail"]
 
 
 def test_noisy_perception_still_mostly_succeeds(runner, tasks):
-    result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=3, perception="noisy",
+    result = runner.run(goal(tasks["Simple_0"], SIMPLE_0, repeats=3, perception="noisy",
                               noise={"position_m": 0.004, "size_m": 0.004}))
     assert result["perception"] == "noisy"
     assert sum(r["success"] for r in result["repeats"]) >= 2
@@ -119,7 +99,7 @@ def test_nan_and_malformed_arguments_are_argument_errors(runner, tasks):
         tools.get_3d_bbox("unicorn")
     with pytest.raises(ToolArgumentError, match="zero vector"):
         tools.move_in_direction(np.zeros(3), 0.1)
-    result = runner.run(_goal(tasks["Simple_0"], "move_to_pose(get_gripper_pose())\nx = 1 / 0\n", repeats=1))
+    result = runner.run(goal(tasks["Simple_0"], "move_to_pose(get_gripper_pose())\nx = 1 / 0\n", repeats=1))
     assert result["repeats"][0]["status"] == "code_error" and "ZeroDivisionError" in result["repeats"][0]["error"]
 
 
@@ -148,7 +128,7 @@ def test_cabinet_drawer_opens_by_its_handle_and_takes_an_object(runner, catalog)
 def test_ur5_runs_simple_0(tasks):
     runner = EpisodeRunner(create_backend("sim", arm="ur5"), "ur5")
     try:
-        result = runner.run(_goal(tasks["Simple_0"], SIMPLE_0, repeats=1))
+        result = runner.run(goal(tasks["Simple_0"], SIMPLE_0, repeats=1))
     finally:
         runner.backend.close()
     assert result["arm"] == "ur5" and result["repeats"][0]["success"], result["repeats"][0]

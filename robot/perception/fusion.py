@@ -133,19 +133,30 @@ def fuse(frames: list[CameraFrame], params: FusionParams, bounds: tuple[np.ndarr
     return Reconstruction(points, colors, normals, support, support_z, views, volume, (lo, hi), robot_boxes)
 
 
-def support_plane(points: np.ndarray, normals: np.ndarray, voxel: float, min_share: float = 0.05) -> float | None:
-    """Height of the largest horizontal plane (RANSAC over the upward-facing points), or None."""
+def fit_plane(points: np.ndarray, distance: float, iterations: int, min_inliers: int
+              ) -> tuple[np.ndarray, float, np.ndarray] | None:
+    """RANSAC plane through ``points`` (seeded: the same points give the same plane): unit normal n, offset d with
+    n.x + d = 0, and the inlier indices; None with fewer than ``min_inliers``."""
     import open3d as o3d
 
-    o3d.utility.random.seed(0)  # the same views give the same plane
+    if len(points) < max(3, min_inliers):
+        return None
+    o3d.utility.random.seed(0)
+    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
+    (a, b, c, d), inliers = cloud.segment_plane(distance_threshold=distance, ransac_n=3, num_iterations=iterations)
+    if len(inliers) < min_inliers:
+        return None
+    norm = float(np.linalg.norm([a, b, c]))
+    return np.array([a, b, c]) / norm, d / norm, np.asarray(inliers)
+
+
+def support_plane(points: np.ndarray, normals: np.ndarray, voxel: float, min_share: float = 0.05) -> float | None:
+    """Height of the largest horizontal plane (RANSAC over the upward-facing points), or None."""
     up = np.abs(normals[:, 2]) > 0.9 if len(normals) == len(points) else np.ones(len(points), bool)
     candidates = points[up]
     if len(candidates) < max(50, min_share * len(points)):
         return None
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(candidates))
-    plane, inliers = cloud.segment_plane(distance_threshold=1.5 * voxel, ransac_n=3, num_iterations=200,
-                                         probability=0.9999)
-    a, b, c, d = plane
-    if abs(c) < 0.95 or len(inliers) < min_share * len(points):
+    plane = fit_plane(candidates, 1.5 * voxel, 200, int(min_share * len(points)))
+    if plane is None or abs(plane[0][2]) < 0.95:
         return None
-    return float(np.median(candidates[inliers, 2]))
+    return float(np.median(candidates[plane[2], 2]))

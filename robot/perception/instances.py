@@ -25,7 +25,7 @@ import numpy as np
 from robot.backends.base import JointState
 from robot.params import SegmentationParams
 from robot.perception.cameras import CameraFrame, project
-from robot.perception.fusion import Reconstruction
+from robot.perception.fusion import Reconstruction, fit_plane
 from robot.perception.grounding import Detection
 from robot.perception.matching import Match, presence
 from robot.tool_api import Pose
@@ -155,20 +155,16 @@ def without_nested(found: dict[str, Instance], min_points: int, share: float = 0
 def plane_normal(inst: Instance, position: np.ndarray, radii=(0.03, 0.05, 0.08)) -> np.ndarray | None:
     """Unit normal of the plane through the instance's points nearest ``position`` (RANSAC), pointing from the
     instance towards the position's side; None with too few points there."""
-    import open3d as o3d
-
     for radius in radii:
         near = inst.points[np.linalg.norm(inst.points - position, axis=1) <= radius]
         if len(near) >= 12:
             break
     else:
         return None
-    o3d.utility.random.seed(0)
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(near))
-    (a, b, c, _), inliers = cloud.segment_plane(distance_threshold=0.004, ransac_n=3, num_iterations=100)
-    if len(inliers) < 6:
+    plane = fit_plane(near, 0.004, 100, 6)
+    if plane is None:
         return None
-    normal = np.array([a, b, c]) / np.linalg.norm([a, b, c])
+    normal = plane[0]
     outward = near.mean(axis=0) - inst.points.mean(axis=0)
     if np.linalg.norm(outward) < 1e-6:
         outward = position - inst.points.mean(axis=0)
@@ -178,20 +174,13 @@ def plane_normal(inst: Instance, position: np.ndarray, radii=(0.03, 0.05, 0.08))
 def front_plane(part: Instance, handle: Instance, margin: float = 0.01) -> tuple[np.ndarray, float] | None:
     """Plane (unit normal n, offset d: n.x + d = 0) of a drawer's or door's front: RANSAC on the part's points
     with near-horizontal normals, away from the handle (whose bar and posts would tilt the fit)."""
-    import open3d as o3d
-
     near_handle = np.all((part.points >= handle.box[:3] - margin) & (part.points <= handle.box[3:] + margin), axis=1)
     upright = np.abs(part.normals[:, 2]) < 0.3
     face = part.points[~near_handle & upright]
     if len(face) < 30:
         return None
-    o3d.utility.random.seed(0)
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(face))
-    (a, b, c, d), inliers = cloud.segment_plane(distance_threshold=0.004, ransac_n=3, num_iterations=200)
-    if len(inliers) < 20:
-        return None
-    norm = float(np.linalg.norm([a, b, c]))
-    return np.array([a, b, c]) / norm, d / norm
+    plane = fit_plane(face, 0.004, 200, 20)
+    return None if plane is None else (plane[0], plane[1])
 
 
 def standing_off(handle: Instance, plane: tuple[np.ndarray, float], min_m: float = 0.004) -> Instance:
