@@ -194,8 +194,8 @@ def test_camera_topics_carry_the_frames_a_driver_publishes_into_the_pipeline(poo
     world.write_text(json.dumps(simple_0.world.to_json()))
     env = dict(os.environ, ROS_MASTER_URI=pool.master_uri, ROS_HOSTNAME="localhost")
     driver = subprocess.Popen([sys.executable, "-m", "robot.perception.ros_cameras", "--world", str(world),
-                               "--ns", "/test_cams", "--rate", "5"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+                               "--ns", "/test_cams", "--rate", "5"], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.STDOUT, start_new_session=True)  # stop_process ends its group
     sim = create_backend("sim")
     try:
         sim.load_world(simple_0.world)

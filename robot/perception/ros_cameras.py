@@ -17,6 +17,7 @@ publishes frames (the simulator's, for RViz or to drive a pipeline in another pr
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -25,6 +26,7 @@ import numpy as np
 from robot.errors import RobotError
 from robot.perception.cameras import CameraFrame, CameraSpec
 
+MASTER_GRACE_S = 10.0
 TOPICS = {"color": "color/image_raw", "depth": "aligned_depth_to_color/image_raw", "info": "color/camera_info",
           "segmentation": "segmentation/image_raw", "labels": "segmentation/labels"}
 
@@ -175,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     import rospy
 
     from robot.backends import create_backend
+    from robot.client import master_up
     from robot.perception.cameras import rig
     from tasks.params import load_params
     from tasks.roboscript.world import read_world
@@ -189,9 +192,15 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     print(f"sim cameras: publishing {', '.join(s.name for s in specs)} under {args.ns}", flush=True)
     rate = rospy.Rate(args.rate)
+    master, last_seen = os.environ.get("ROS_MASTER_URI", "http://localhost:11311"), time.monotonic()
     while not rospy.is_shutdown():
         publisher.publish(backend.capture(specs, rng, rig_params.depth_noise_m))
         rate.sleep()
+        if master_up(master, timeout_s=1.0):
+            last_seen = time.monotonic()
+        elif time.monotonic() - last_seen > MASTER_GRACE_S:  # rospy cannot re-register with a new master
+            print(f"sim cameras: the ROS master at {master} is gone; exiting", flush=True)
+            return 3
     return 0
 
 
