@@ -206,3 +206,25 @@ def test_the_perceived_planning_scene_is_invisible_to_the_cameras(sim, tasks):
     perception.detect(None)
     for name, box in first.items():
         assert np.allclose(perception.box(name), box, atol=1e-6), name
+
+
+@pytest.mark.slow
+def test_the_pipeline_runs_with_the_detector_backend_on_a_tiny_random_model(sim, tasks, tmp_path):
+    """hf-detector inside the whole pipeline (real images from the sim, matching, instances): a random model's
+    boxes find whatever they find, and every outcome is a box or a clear ObjectNotFound."""
+    from test_perception import _tiny_owlvit
+
+    _tiny_owlvit(tmp_path)
+    _load(sim, tasks["Simple_0"].world)
+    params = PipelineParams.model_validate({"grounding": {"backend": "hf-detector", "model_path": str(tmp_path),
+                                                          "threshold": 0.0}})
+    perception = create_perception("perceived", sim, NoiseParams(), 0, params)
+    perception.detect(["apple", "footed_bowl"])
+    assert perception.last.reconstruction.views == 3 and perception.last.detections
+    assert all(d.label in ("apple", "footed_bowl") for view in perception.last.detections for d in view)
+    for name in ("apple", "footed_bowl"):
+        try:
+            box = perception.box(name)
+        except ObjectNotFound:
+            continue
+        assert box.shape == (6,) and np.all(box[3:] >= box[:3])
