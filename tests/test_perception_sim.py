@@ -228,3 +228,20 @@ def test_the_pipeline_runs_with_the_detector_backend_on_a_tiny_random_model(sim,
         except ObjectNotFound:
             continue
         assert box.shape == (6,) and np.all(box[3:] >= box[:3])
+
+
+def test_a_door_hinge_is_estimated_on_the_right_edge_and_opens_outwards(sim, catalog):
+    from tasks.roboscript.world import World, cabinet_models
+
+    worlds = WorldsParams()
+    parts, joints = cabinet_models(catalog["cabinet_2_drawers_1_door"], (0.70, 0.0), worlds.table.height)
+    sim.load_world(World("door", "test", worlds.table, worlds.robot, parts, joints))
+    sim.reset(0)
+    perception = create_perception("perceived", sim, NoiseParams(), 0, PipelineParams(planning_scene="ground_truth"))
+    perception.detect(["cabinet"])
+    truth = {j.part: j for j in sim.joint_states() if j.type == "revolute"}
+    seen = {j.part: j for j in perception.joints() if j.type == "revolute"}
+    assert set(seen) == set(truth) and truth
+    for part, joint in truth.items():
+        assert abs(seen[part].axis @ joint.axis) > 0.99 and np.sign(seen[part].axis[2]) == np.sign(joint.axis[2])
+        assert np.linalg.norm(seen[part].origin[:2] - joint.origin[:2]) < 0.03  # the hinge line, seen from above

@@ -264,9 +264,11 @@ def estimate_joint(kind: str, part: Instance, handle: Instance, toward: np.ndarr
     offsets = [float(np.dot(c - handle.centre, tangent)) for c in corners]
     edge = corners[int(np.argmax(np.abs(offsets)))]
     hinge = np.array([edge[0], edge[1], part.centre[2]])
-    box_corners = np.array([[part.box[i], part.box[j], part.box[k]] for i in (0, 3) for j in (1, 4) for k in (2, 5)])
-    front = float(np.max(box_corners @ outward))  # the hinge lies on the door's front face
-    hinge += outward * (front - float(np.dot(hinge, outward)))
+    if plane is not None and abs(float(plane[0] @ outward)) > 0.5:  # the hinge lies on the door's front plane
+        hinge -= outward * (float(plane[0] @ hinge) + plane[1]) / float(plane[0] @ outward)
+    else:  # on the front of its box (handle included: a few centimetres out)
+        corners = np.array([[part.box[i], part.box[j], part.box[k]] for i in (0, 3) for j in (1, 4) for k in (2, 5)])
+        hinge += outward * (float(np.max(corners @ outward)) - float(np.dot(hinge, outward)))
     axis = np.array([0.0, 0.0, 1.0])
     if np.dot(np.cross(axis, part.centre - hinge), outward) < 0:
         axis = -axis
