@@ -18,9 +18,11 @@ from dataclasses import dataclass
 
 from robot import shapes
 from robot.params import ABLATION_SETTINGS, RobotEvalParams
+from tasks.errors import ConfigError
 from tasks.roboscript.catalog import Catalog
 from tasks.roboscript.params import WorldsParams
 
+STUDY_TITLES = {"pick_place": "pick and place", "drawer": "open drawer and place"}
 SETTING_TITLES = {"gt": "GT detection & planning", "gt_planning_scene": "GT planning scene",
                   "gt_detection": "GT detection", "no_gt": "No GT"}
 
@@ -40,7 +42,11 @@ def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple
     ab = ep.ablation
     base, skipped = [], []
     cabinet = catalog[shapes.CABINET_ASSET]
-    for asset in shapes.study_assets(catalog, ab.objects):
+    try:
+        assets = shapes.study_assets(catalog, ab.objects)
+    except ValueError as exc:
+        raise ConfigError(f"roboscript.eval.ablation.objects: {exc}.") from None
+    for asset in assets:
         if "pick_place" in ab.studies:
             base.append(shapes.pick_place_trial(asset, worlds))
         if "drawer" in ab.studies:
@@ -113,7 +119,7 @@ def markdown(summary: dict, settings: list[str], repeats: int) -> str:
              + "; ".join(f"`{s}` = {SETTING_TITLES[s]}" for s in settings) + ".", ""]
     for study in _studies(summary):
         objects = sorted({a for per in summary["success"].values() for a in per.get(study, {})})
-        lines += [f"## {study.replace('_', ' ')}", "", "| object | " + " | ".join(settings) + " |",
+        lines += [f"## {STUDY_TITLES[study]}", "", "| object | " + " | ".join(settings) + " |",
                   "| --- |" + " --- |" * len(settings)]
         for obj in objects:
             cells = [_cell(summary["success"].get(s, {}).get(study, {}).get(obj)) for s in settings]
@@ -124,7 +130,7 @@ def markdown(summary: dict, settings: list[str], repeats: int) -> str:
     if summary["drop_points"]:
         lines += ["Drop against GT detection & planning (percentage points):", ""]
         for setting, per in summary["drop_points"].items():
-            lines.append(f"- {SETTING_TITLES[setting]}: " + ", ".join(f"{k.replace('_', ' ')} {v:+.1f}"
+            lines.append(f"- {SETTING_TITLES[setting]}: " + ", ".join(f"{STUDY_TITLES[k]} {v:+.1f}"
                                                                      for k, v in sorted(per.items())))
         lines.append("")
     lines += ["The paper (Franka in Gazebo, AnyGrasp, 10 objects x 10 repeats) reports drops of 10.1 (pick and "
@@ -164,7 +170,7 @@ def plot(summary: dict, settings: list[str], path) -> None:
         ax.set_xticklabels([*objects, "mean"], rotation=30, ha="right", fontsize=8)
         ax.set_ylim(0, 1.15)
         ax.set_ylabel("success rate")
-        ax.set_title(f"perception ablation: {study.replace('_', ' ')}")
+        ax.set_title(f"perception ablation: {STUDY_TITLES[study]}")
         ax.legend(fontsize=7, loc="upper right", framealpha=0.9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -353,3 +353,40 @@ def test_fusion_defaults_keep_a_truncation_of_several_voxels():
     f = FusionParams()
     assert f.trunc_m >= 3 * f.voxel_m
     CameraParams(name="ok", eye=(0, 0, 1), target=(1, 0, 0))
+
+
+def test_ablation_trials_cover_settings_studies_and_objects_and_name_a_bad_object():
+    from robot import ablation
+    from robot.params import AblationParams, RobotEvalParams
+    from tasks.errors import ConfigError
+    from tasks.roboscript.catalog import load_catalog
+    from tasks.roboscript.params import WorldsParams
+
+    ep = RobotEvalParams(ablation=AblationParams(objects=["apple", "blue_block"], settings=["gt", "no_gt"]))
+    trials, skipped = ablation.trials(load_catalog(), WorldsParams(), ep)
+    assert len(trials) == 2 * 2 * 2 and not skipped
+    goals = {t.key: ablation.goal(t, ep) for t in trials}
+    assert goals["gt/drawer/apple"]["perception"] == "ground_truth"
+    nogt = goals["no_gt/pick_place/blue_block"]
+    assert nogt["perception"] == "perceived" and nogt["repeats"] == 2
+    assert nogt["pipeline"]["detection"] == nogt["pipeline"]["planning_scene"] == "perceived"
+    bad = RobotEvalParams(ablation=AblationParams(objects=["apple", "unicorn"]))
+    with pytest.raises(ConfigError, match="roboscript.eval.ablation.objects: .*unicorn"):
+        ablation.trials(load_catalog(), WorldsParams(), bad)
+
+
+def test_ablation_summary_means_drops_and_report_text():
+    from robot import ablation
+
+    def result(*successes):
+        return {"ok": True, "repeats": [{"status": "ok", "success": s, "perception": {"wall_s": 0.5}} for s in successes]}
+
+    results = {"gt/pick_place/apple": result(True, True), "no_gt/pick_place/apple": result(True, False),
+               "gt/drawer/apple": result(True, False), "no_gt/drawer/apple": result(False, False)}
+    summary = ablation.summarise(results, ["gt", "no_gt"])
+    assert summary["mean"] == {"gt": {"drawer": 0.5, "pick_place": 1.0}, "no_gt": {"drawer": 0.0, "pick_place": 0.5}}
+    assert summary["drop_points"] == {"no_gt": {"drawer": 50.0, "pick_place": 50.0}}
+    assert ablation.failures(results)["no_gt/pick_place/apple"] == {"success": 1, "failed": 1}
+    assert ablation.perception_seconds(results) == {"gt": 0.5, "no_gt": 0.5}
+    text = ablation.markdown(summary, ["gt", "no_gt"], 2)
+    assert text.index("## pick and place") < text.index("## drawer") and "| apple | 1.00 | 0.50 |" in text
