@@ -389,4 +389,4 @@ def test_ablation_summary_means_drops_and_report_text():
     assert ablation.failures(results)["no_gt/pick_place/apple"] == {"success": 1, "failed": 1}
     assert ablation.perception_seconds(results) == {"gt": 0.5, "no_gt": 0.5}
     text = ablation.markdown(summary, ["gt", "no_gt"], 2)
-    assert text.index("## pick and place") < text.index("## drawer") and "| apple | 1.00 | 0.50 |" in text
+    assert text.index("## pick and place") < text.index("## open drawer and place") and "| apple | 1.00 | 0.50 |" in text
