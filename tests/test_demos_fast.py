@@ -1,15 +1,20 @@
 """The fast TextWorld path of the demonstrations (``GameEngine``: one ``PddlEnv`` per process, one Fast Downward
 translation per scene instance, memoised grammar parses) plays exactly the game a freshly built TextWorld game plays:
 same observations, admissible commands, validity, ``won`` flags and facts at every step, for all six task types,
-for right and wrong plans."""
+for right and wrong plans; and scene-grouped batching keeps every selected episode exactly once."""
 
 from __future__ import annotations
 
+import copy
+from collections import Counter
+
+import pandas as pd
 import pytest
-from test_demos import find_task, metadata_dir, planner  # noqa: F401 - fixtures
+from test_demos import find_task, metadata_dir, planner, renderer, settings  # noqa: F401 - fixtures
 
 from tasks.muep import textworld_fast
-from tasks.muep.demos import commands_from_plan, scene_context
+from tasks.muep.demos import (BATCHING, Batch, commands_from_plan, expect_games, fingerprint, make_batches,
+                              run_episode, scene_context, select_episodes)
 from tasks.muep.pddl import Problem
 from tasks.muep.textworld_env import GameEngine, game_data, load_game, scene_key
 from tasks.muep.textworld_fast import argv_guard, translate_scene
@@ -47,6 +52,7 @@ def _snapshot(env) -> dict:
 
 def fresh_trace(problem: Problem, instruction: str, commands: list[str]) -> list[dict]:
     """The reference: TextWorld exactly as shipped (a new PddlEnv, its own four translations, no memo, no patch)."""
+    import fast_downward
     import textworld
     from textworld.envs.pddl import PddlEnv
 
@@ -63,6 +69,7 @@ def fresh_trace(problem: Problem, instruction: str, commands: list[str]) -> list
             valid = command in env.state["_valid_commands"]
             env.step(command)
             trace.append(_snapshot(env) | {"valid": valid})
+    fast_downward.close_lib(env.downward_lib)  # PddlEnv never unloads its copy of the library (~4 MB)
     return trace
 
 
@@ -129,6 +136,20 @@ def test_wrong_plans_are_refused_or_not_won_as_in_a_fresh_game(metadata_dir, pla
     fresh = fresh_trace(problem, heat["instruction"], bogus)
     assert engine_trace(engine, problem, heat["instruction"], bogus) == fresh
     assert not fresh[2]["valid"] and fresh[2]["feedback"] == "Nothing happens." and fresh[-1]["won"]
+
+
+def test_run_episode_with_the_engine_equals_the_plain_path(metadata_dir, planner, renderer, tasks_by_type, tmp_path):
+    s = settings(metadata_dir, tmp_path)
+    games = GameEngine()
+    games.expect(_problem(metadata_dir, t) for t in tasks_by_type.values())
+    for task in tasks_by_type.values():
+        plain, plain_samples, _ = run_episode(task, s, planner, renderer, "b")
+        fast, fast_samples, _ = run_episode(task, s, planner, renderer, "b", games)
+        timings = ("plan_s", "load_s", "steps_s", "render_s", "write_s")
+        assert {k: v for k, v in vars(fast).items() if k not in timings} == \
+            {k: v for k, v in vars(plain).items() if k not in timings}
+        assert fast.status == "ok", fast.detail
+        assert [(x.key, x.image, x.meta) for x in fast_samples] == [(x.key, x.image, x.meta) for x in plain_samples]
 
 
 def test_a_replaced_game_refuses_to_play(metadata_dir, tasks_by_type):
@@ -220,3 +241,90 @@ def test_patches_are_undone_after_each_call(metadata_dir, tasks_by_type, engine)
     assert (fast_downward.pddl2sas, textworld.logic._parse_and_convert, textgen._parse_and_convert,
             textgen.copy_context) == before
     load_game(_problem(metadata_dir, task), task["instruction"]).reset()  # the plain path still works
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Scene-grouped batches
+
+
+def _selection(n_scenes: int = 5, per_scene: int = 7) -> pd.DataFrame:
+    rows = []
+    for s in range(n_scenes):
+        for k in range(per_scene):
+            rows.append({"task_id": f"t{s}-{k}", "scene": f"FloorPlan{s + 1}", "task_type": "pick_and_place_simple",
+                         "object_type": f"Obj{k % 3}", "receptacle_type": "CounterTop", "light_type": None,
+                         "split": ("train", "seen_test", "unseen_test")[(s + k) % 3 if s < 3 else 2]})
+    frame = pd.DataFrame(rows).sample(frac=1.0, random_state=0)
+    return frame.sort_values(["split"], kind="stable").reset_index(drop=True)
+
+
+def test_batches_group_a_scene_instance_and_keep_every_episode_once():
+    selected = _selection()
+    batches = make_batches(selected, batch_size=4)
+    ids = [t["task_id"] for b in batches for t in b.tasks]
+    assert Counter(ids) == Counter(selected.task_id)
+    assert all(0 < len(b.tasks) <= 4 and {t["split"] for t in b.tasks} == {b.split} for b in batches)
+    assert len({b.batch_id for b in batches}) == len(batches)
+    for split in ("train", "seen_test", "unseen_test"):  # within a split, one scene's episodes are contiguous
+        in_order = [t for b in sorted((b for b in batches if b.split == split), key=lambda b: b.batch_id)
+                    for t in b.tasks]
+        scenes = [t["scene"] for t in in_order]
+        assert scenes == sorted(scenes, key=scenes.index)
+        for scene in set(scenes):  # and in selection order
+            chosen = [t for t in selected[(selected.split == split) & (selected.scene == scene)].task_id]
+            assert [t["task_id"] for t in in_order if t["scene"] == scene] == chosen
+    for b in batches:  # every goal of the batch's scenes, from any split
+        wanted = {(r.scene, r.task_type, r.object_type, r.receptacle_type)
+                  for r in selected[selected.scene.isin({t["scene"] for t in b.tasks})].itertuples()}
+        assert set(b.scene_goals) == wanted
+    first_scenes = [b.tasks[0]["scene"] for b in batches]
+    assert first_scenes == sorted(first_scenes)  # submitted scene instance by scene instance
+    assert [(b.batch_id, [t["task_id"] for t in b.tasks]) for b in make_batches(selected, 4)] == \
+        [(b.batch_id, [t["task_id"] for t in b.tasks]) for b in batches]  # deterministic
+
+
+def test_fingerprint_names_the_batching(metadata_dir, tmp_path, monkeypatch):
+    """Batches cut another way (another size, another scheme) must never be mixed in on a resume."""
+    from tasks.muep import demos
+
+    selected = pd.DataFrame({"task_id": ["a", "b"]})
+    s = settings(metadata_dir, tmp_path)
+    now = fingerprint(selected, s, {"batch_size": 8})
+    assert now != fingerprint(selected, s, {"batch_size": 4})
+    monkeypatch.setattr(demos, "BATCHING", BATCHING + "-other")
+    assert fingerprint(selected, s, {"batch_size": 8}) != now
+
+
+def test_expect_games_announces_the_posable_goals_of_the_batch_scenes(metadata_dir, tasks_by_type):
+    tasks = list(tasks_by_type.values())
+    batch = Batch("train-00000", "train", tasks[:1], [(t["scene"], t["task_type"], t["object_type"],
+                                                       t["receptacle_type"] or t["light_type"]) for t in tasks]
+                  + [(tasks[0]["scene"], "pick_and_place_simple", "Television", "CounterTop")])
+    games = GameEngine()
+    expect_games(games, batch, str(metadata_dir))
+    announced = {g for goals in games._expected.values() for g in goals}
+    assert announced == {_problem(metadata_dir, t).adl_goal() for t in tasks}  # the Television one is not posable
+
+
+def test_selection_then_batches_is_deterministic(metadata_dir):
+    scenes = pd.read_parquet(metadata_dir / "scenes.parquet").assign(split="seen")
+    tasks = pd.DataFrame([find_task(metadata_dir, t) for t in sorted(TASK_TYPES)] * 2)
+    tasks["task_id"] = [f"t{i}" for i in range(len(tasks))]
+    picked = select_episodes(tasks.drop(columns="split"), scenes, None, 0.5, 0)
+    a, b = make_batches(picked, 3), make_batches(copy.deepcopy(picked), 3)
+    assert [[t["task_id"] for t in x.tasks] for x in a] == [[t["task_id"] for t in x.tasks] for x in b]
+
+
+def test_a_batch_translates_each_scene_instance_once(metadata_dir, planner, tasks_by_type, tmp_path, monkeypatch):
+    from tasks.muep import demos
+    from tasks.muep.demos import prepare_output, run_batch
+
+    games = GameEngine()
+    monkeypatch.setitem(demos._WORKER, "planner", planner)
+    monkeypatch.setitem(demos._WORKER, "games", games)
+    selected = pd.DataFrame(list(tasks_by_type.values()))
+    out = tmp_path / "demos"
+    prepare_output(out, "fp")
+    records = [r for b in make_batches(selected, batch_size=2) for r in run_batch(b, settings(metadata_dir, out))]
+    assert {r.status for r in records} == {"ok"} and len(records) == len(selected)
+    assert games.translations == selected.scene.nunique()
