@@ -208,6 +208,37 @@ def test_parse_memo_hands_out_copies_and_stays_bounded():
     assert calls == ["a", "b", "c", "a"]
 
 
+@pytest.mark.parametrize("sentence", ["Put a clean apple in the fridge.", "Examine the mug with the desklamp, then stop.",
+                                      "Look at #look# then {o.name}."])
+def test_grammar_template_parse_equals_the_full_document_parse(sentence):
+    from textworld.envs.pddl import logic as pddl_logic
+
+    from tasks.muep.textworld_env import GOAL_PLACEHOLDER, _grammar
+
+    template = textworld_fast.GrammarTemplate(_grammar("muep"), GOAL_PLACEHOLDER)
+    assert template.usable and template.rule == "task"
+    full = pddl_logic._parse_and_convert(_grammar("muep").replace(GOAL_PLACEHOLDER, sentence), rule_name="pddlStart")
+    for _ in range(2):  # the second time from the memoised template
+        actions, grammar = template.parse(sentence, pddl_logic._parse_and_convert)
+        assert {k: vars(a) for k, a in actions.items()} == {k: vars(a) for k, a in full[0].items()}
+        assert repr(dict(grammar._rules)) == repr(dict(full[1]._rules))
+    assert not textworld_fast.GrammarTemplate(GOAL_PLACEHOLDER * 2, GOAL_PLACEHOLDER).usable
+
+
+def test_a_sentence_that_breaks_the_grammar_breaks_it_the_same_way():
+    import json
+
+    from textworld.envs.pddl import logic as pddl_logic
+
+    from tasks.muep.textworld_env import GOAL_PLACEHOLDER, _grammar
+
+    sentence = 'Say "hello".'
+    with pytest.raises(json.JSONDecodeError):
+        pddl_logic._parse_and_convert(_grammar("muep").replace(GOAL_PLACEHOLDER, sentence), rule_name="pddlStart")
+    with pytest.raises(json.JSONDecodeError):
+        textworld_fast.GrammarTemplate(_grammar("muep"), GOAL_PLACEHOLDER).parse(sentence, pddl_logic._parse_and_convert)
+
+
 def test_other_textworld_versions_fall_back_to_the_plain_path(metadata_dir, tasks_by_type, monkeypatch):
     real = textworld_fast.metadata.version
     try:
@@ -232,14 +263,17 @@ def test_other_textworld_versions_fall_back_to_the_plain_path(metadata_dir, task
 def test_patches_are_undone_after_each_call(metadata_dir, tasks_by_type, engine):
     import fast_downward
     import textworld.logic
+    from textworld.envs.pddl import logic as pddl_logic
     from textworld.envs.pddl import textgen
 
-    before = (fast_downward.pddl2sas, textworld.logic._parse_and_convert, textgen._parse_and_convert,
-              textgen.copy_context)
+    def current():
+        return (fast_downward.pddl2sas, textworld.logic._parse_and_convert, textgen._parse_and_convert,
+                textgen.copy_context, pddl_logic._parse_and_convert)
+
+    before = current()
     task = tasks_by_type["look_at_obj_in_light"]
     engine.load(_problem(metadata_dir, task), task["instruction"]).reset()
-    assert (fast_downward.pddl2sas, textworld.logic._parse_and_convert, textgen._parse_and_convert,
-            textgen.copy_context) == before
+    assert current() == before
     load_game(_problem(metadata_dir, task), task["instruction"]).reset()  # the plain path still works
 
 

@@ -57,13 +57,21 @@ def put_command(obj: str, receptacle: str, grammar: str) -> str:
     return f"move {obj} to {receptacle}" if grammar == "alfworld-0.4" else f"put {obj} in/on {receptacle}"
 
 
+def goal_sentence(instruction: str) -> str:
+    return instruction.strip().rstrip(".") + "."
+
+
+@cache
+def _grammar_template(version: str) -> textworld_fast.GrammarTemplate:
+    return textworld_fast.GrammarTemplate(_grammar(version), GOAL_PLACEHOLDER)
+
+
 def game_data(problem: Problem, instruction: str, grammar: str) -> dict:
     if grammar not in GRAMMARS:
         raise ValueError(f"unknown grammar {grammar!r}; known: {', '.join(GRAMMARS)}")
-    goal = instruction.strip().rstrip(".") + "."
     return {
         "pddl_domain": _domain(),
-        "grammar": _grammar(grammar).replace(GOAL_PLACEHOLDER, goal),
+        "grammar": _grammar(grammar).replace(GOAL_PLACEHOLDER, goal_sentence(instruction)),
         "pddl_problem": problem.adl(START_LOCATION),
         "solvable": True,
     }
@@ -198,7 +206,8 @@ class GameEngine:
       GB over a paper-scale run.)
     * one Fast Downward translation per scene instance for all the goals :meth:`expect` announced
       (:func:`tasks.muep.textworld_fast.translate_scene`), kept for the last ``scenes`` scene instances;
-    * TextWorld's grammar parses memoised and its derivation contexts light, while a game runs.
+    * TextWorld's grammar parses memoised, the grammar document parsed once per grammar version, and derivation
+      contexts light, while a game runs.
 
     Loading a game ends the previous one (its methods then raise). With TextWorld or Fast Downward versions other
     than the pinned ones it says so once and builds every game with :func:`load_game`.
@@ -214,6 +223,7 @@ class GameEngine:
         self._translated: OrderedDict[SceneKey, SceneTranslation] = OrderedDict()
         self._expected: OrderedDict[SceneKey, set[str]] = OrderedDict()
         self._current: tuple[int, str, Problem] | None = None  # (game number, its ADL text, its problem)
+        self._grammar: tuple[str, textworld_fast.GrammarTemplate, str] | None = None  # the current game's
         self._games = 0
         self._current_sas: tuple[int, tuple[object, str]] | None = None  # (game number, its translation)
         self._fallback: tuple[tuple[str, str], tuple[object, str]] | None = None
@@ -233,6 +243,7 @@ class GameEngine:
         data = game_data(problem, instruction, grammar)
         self._games += 1
         self._current = (self._games, data["pddl_problem"], problem)
+        self._grammar = (data["grammar"], _grammar_template(grammar), goal_sentence(instruction))
         self.expect([problem])
         if self._env is None:
             self._env = _new_env()
@@ -244,7 +255,7 @@ class GameEngine:
     def _running(self, game_no: int) -> AbstractContextManager:
         if self._current is None or self._current[0] != game_no:
             raise RuntimeError("this game was replaced by a later one of the same GameEngine")
-        return textworld_fast.patched(self._pddl2sas)
+        return textworld_fast.patched(self._pddl2sas, self._grammar)
 
     def _pddl2sas(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
         """What TextWorld gets for ``fast_downward.pddl2sas`` while a game runs. The plain task also serves the

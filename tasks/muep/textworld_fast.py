@@ -20,6 +20,11 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    ``mapping`` dicts of a context so that a query can extend the copy. The values (``EntityInfo``, ``Placeholder``,
    ``Variable``) are only read while deriving text: ALFWorld's grammar evaluates only attribute reads such as
    ``{o.name}`` or ``{r.name or r.id}``. New dicts with the same values give the same text at a fraction of the cost.
+4. **One grammar document parse per grammar version** (:class:`GrammarTemplate`): a game's grammar is
+   ``alfred.twl2`` with one sentence (the goal placeholder of the rule ``task``) replaced; TatSu parses the whole
+   document per game (~30 ms). The template is parsed once; a game gets a deep copy with the ``task`` rule built
+   by TextWorld's own ``ContextSensitiveGrammar.parse`` from the game's sentence. Sentences with characters that
+   could change how the document itself parses (quotes, backslashes, grammar syntax) take the full parse.
 
 These replace module attributes of TextWorld and Fast Downward (monkeypatching), so they are used only with the
 versions they were written and tested against (:data:`PINNED`); with any other version :func:`unsupported` says
@@ -30,6 +35,7 @@ way give the same observations, admissible commands, ``won`` flags and facts as 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import sys
 from collections import OrderedDict
@@ -169,20 +175,57 @@ def _memos() -> tuple[_ParseMemo, _ParseMemo]:
     return _ParseMemo(logic._parse_and_convert), _ParseMemo(textgen._parse_and_convert)  # noqa: SLF001
 
 
+class GrammarTemplate:
+    """A game grammar document that differs from game to game only in the sentence replacing ``placeholder``."""
+
+    _PLAIN = re.compile(r'[^"\\#{}\[\]|<>\x00-\x1f]*')  # nothing JSON, TatSu or the grammar would read as syntax
+
+    def __init__(self, template: str, placeholder: str) -> None:
+        self.template, self.placeholder = template, placeholder
+        found = re.findall(r'"([A-Za-z][\w.]*)": \[\s*\{\s*"rhs": "([^"\\]*)"\s*\}\s*\]', template)
+        rules = [(name, rhs) for name, rhs in found if placeholder in rhs]
+        self.usable = template.count(placeholder) == 1 and len(rules) == 1
+        self.rule, self.rhs = rules[0] if self.usable else ("", "")
+        self._parsed: tuple | None = None
+
+    def parse(self, sentence: str, parse: Callable) -> tuple:
+        """What ``parse(template.replace(placeholder, sentence), rule_name="pddlStart")`` returns."""
+        from textworld.envs.pddl.textgen import ContextSensitiveGrammar
+
+        if not (self.usable and self._PLAIN.fullmatch(sentence)):
+            return parse(self.template.replace(self.placeholder, sentence), rule_name="pddlStart")
+        if self._parsed is None:
+            self._parsed = parse(self.template, rule_name="pddlStart")
+        actions, grammar = copy.deepcopy(self._parsed)
+        rule = {self.rule: [{"rhs": self.rhs.replace(self.placeholder, sentence)}]}
+        grammar._rules[self.rule] = ContextSensitiveGrammar.parse(json.dumps(rule))._rules[self.rule]  # noqa: SLF001
+        return actions, grammar
+
+
 @contextmanager
-def patched(pddl2sas: Callable) -> Iterator[None]:
+def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None = None) -> Iterator[None]:
     """Inside: Fast Downward's ``pddl2sas`` is ``pddl2sas`` (the engine's translation lookup), TextWorld's grammar
-    parses are memoised and its derivation contexts light. Everything is put back on exit."""
+    parses are memoised, its derivation contexts light, and ``grammar`` = (document, template, sentence) is parsed
+    from its template. Everything is put back on exit."""
     reason = unsupported()
     if reason:
         raise RuntimeError(f"the TextWorld speed-ups cannot be used: {reason}")
     import fast_downward
     import textworld.logic as logic
+    from textworld.envs.pddl import logic as pddl_logic
     from textworld.envs.pddl import textgen
 
     logic_memo, textgen_memo = _memos()
+    original_document_parse = pddl_logic._parse_and_convert  # noqa: SLF001
+
+    def document_parse(text, rule_name=None, **kwargs):
+        if grammar is not None and rule_name == "pddlStart" and not kwargs and text == grammar[0]:
+            return grammar[1].parse(grammar[2], original_document_parse)
+        return original_document_parse(text, rule_name=rule_name, **kwargs)
+
     swaps = [(fast_downward, "pddl2sas", pddl2sas), (logic, "_parse_and_convert", logic_memo),
-             (textgen, "_parse_and_convert", textgen_memo), (textgen, "copy_context", _light_copy_context)]
+             (textgen, "_parse_and_convert", textgen_memo), (textgen, "copy_context", _light_copy_context),
+             (pddl_logic, "_parse_and_convert", document_parse)]
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     for module, name, value in swaps:
         setattr(module, name, value)
