@@ -16,7 +16,8 @@ written. Every run selects the same episodes (same seed). The flow runs as ``dvc
 takes the 15,000 episodes a paper-scale run selects, and keeps those of ``--scene-instances`` scene instances spread
 over all floorplans, *all* their episodes (``episodes: null``): each scene instance has as many episodes as in the
 paper-scale run, so the work done once per scene instance (its Fast Downward translation) is shared as it would be
-there. The note under the table compares episodes per scene instance in the sample and in the paper-scale run.
+there. The demos runs then use the paper profile's params too (its ``batch_size``). The note under the table
+compares episodes per scene instance in the sample and in the paper-scale run.
 
 What a row measures:
 
@@ -211,12 +212,12 @@ def code_label(code: Path) -> str:
 
 
 def _run(episodes: int | None, workers: int, runner: str, tmp: Path, inputs: Path, task_ids: list[str] | None,
-         code: Path, batch_size: int | None = None) -> dict:
+         code: Path, batch_size: int | None = None, profile: str | None = None) -> dict:
     """One flow run in a fresh process whose ``flows`` and ``tasks`` come from ``code`` (and so do its workers':
     the process pool starts them with the parent's ``sys.path``)."""
     root = tmp / f"w{workers}-{len(list(tmp.glob('w*')))}"
     _write_inputs(inputs, root, task_ids)
-    (root / "params.yaml").write_text(_params(episodes, workers, runner, batch_size=batch_size))
+    (root / "params.yaml").write_text(_params(episodes, workers, runner, profile, batch_size))
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--child", "--code", str(code)], cwd=code,
                           env=_env(root, root / "prefect-home"), capture_output=True, text=True)
@@ -308,7 +309,8 @@ def main() -> None:
                         "selection to run, all their episodes (paper inputs only)")
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts, one run each")
     parser.add_argument("--task-runner", default="processes", choices=("processes", "dask", "sequential"))
-    parser.add_argument("--batch-size", type=int, default=None, help="muep.demos.batch_size (default: params.yaml's)")
+    parser.add_argument("--batch-size", default="", help="comma-separated muep.demos.batch_size values, one run "
+                        "each (default: params.yaml's)")
     parser.add_argument("--code", default=str(REPO), help="comma-separated code trees to run the flow from, each "
                         "with every worker count, in one invocation (A/B against e.g. a `git archive` of an older "
                         "commit); default: this checkout")
@@ -335,12 +337,15 @@ def main() -> None:
         if paper:
             task_ids, note = paper_sample(inputs, args.scene_instances)
         results = []
+        sizes = [int(b) for b in args.batch_size.split(",") if b.strip()] or [None]
         for w in workers:
-            for code in codes:
-                print(f"running {len(task_ids) if paper else args.episodes} episodes with {w} worker(s) "
-                      f"({args.task_runner}), code of {code} ...", file=sys.stderr)
-                results.append(_run(None if paper else args.episodes, w, args.task_runner, tmp, inputs, task_ids,
-                                    code, args.batch_size))
+            for size in sizes:
+                for code in codes:
+                    print(f"running {len(task_ids) if paper else args.episodes} episodes with {w} worker(s) "
+                          f"({args.task_runner}, batch size {size or 'of params.yaml'}), code of {code} ...",
+                          file=sys.stderr)
+                    results.append(_run(None if paper else args.episodes, w, args.task_runner, tmp, inputs,
+                                        task_ids, code, size, "paper" if paper else None))
     finally:
         if args.keep:
             print(f"kept {tmp}", file=sys.stderr)
