@@ -36,6 +36,7 @@ GRAMMARS = {
 }
 GOAL_PLACEHOLDER = "UNKNOWN GOAL."
 START_LOCATION = "loc_start"
+log = logging.getLogger("embp")
 
 
 @cache
@@ -190,7 +191,6 @@ def load_game(problem: Problem, instruction: str, grammar: str = "alfworld-0.4")
 
 
 SceneKey = tuple[tuple[Receptacle, ...], tuple[Instance, ...]]
-log = logging.getLogger("embp")
 
 
 def scene_key(problem: Problem) -> SceneKey:
@@ -290,8 +290,9 @@ class GameEngine:
                 if len(goals) == 1:
                     raise
                 log.debug("translating %d goals together failed; translating this game's goal alone", len(goals))
+                self._expected.pop(key, None)  # the next games of this scene add their goals one by one
                 self.translations += 1
-                return textworld_fast.translate_scene(_domain(), write, [goal])
+                found = textworld_fast.translate_scene(_domain(), write, [goal])
             self._translated[key] = found
         self._translated.move_to_end(key)
         while len(self._translated) > self.scenes:
