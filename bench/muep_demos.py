@@ -124,8 +124,13 @@ def _batch_spans() -> list[tuple[float, float]]:
     """(start, end) epoch seconds of every rollout-batch task run, as Prefect's API recorded them."""
     from prefect.client.orchestration import get_client
 
+    runs, page = [], 200  # the server answers at most PREFECT_SERVER_API_DEFAULT_LIMIT (200) runs per request
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs()
+        while True:
+            more = client.read_task_runs(limit=page, offset=len(runs))
+            runs += more
+            if len(more) < page:
+                break
     return [(r.start_time.timestamp(), r.end_time.timestamp()) for r in runs
             if r.name.startswith("rollout-batch") and r.start_time and r.end_time]
 
