@@ -3,35 +3,48 @@
     python bench/muep_demos.py                       # 48 episodes, 1 and 2 workers (process pool)
     python bench/muep_demos.py --episodes 96 --workers 1,2,4
     python bench/muep_demos.py --task-runner dask    # the same through Dask's local cluster
+    python bench/muep_demos.py --inputs paper        # a sample of the paper-scale run: 24 whole scene instances
 
 Each run is a fresh Python process with its own throw-away ``EMBP_ROOT``: the repository's ``params.yaml`` with
 ``muep.demos.{episodes, workers, task_runner}`` overridden (what ``dvc exp run -S`` would do), and copies of
 ``data/muep/metadata`` and ``data/muep/filter`` made once per invocation by running stages 1-3 through their flows
 in a root of their own (so they always match the current code). The repository's data/ is neither read nor
-written. Every run selects the same episodes (same seed).
+written. Every run selects the same episodes (same seed). The flow runs as ``dvc repro`` runs it
+(``python -m flows.muep_demos``): one temporary Prefect server for the stage, shared with the worker processes.
+
+``--inputs paper`` runs stages 1-3 with ``profiles/paper.yaml`` (3 instances per floorplan, ~19.6k accepted tasks),
+takes the 15,000 episodes a paper-scale run selects, and keeps those of ``--scene-instances`` scene instances spread
+over all floorplans, *all* their episodes (``episodes: null``): each scene instance has as many episodes as in the
+paper-scale run, so the work done once per scene instance (its Fast Downward translation) is shared as it would be
+there. The demos runs then use the paper profile's params too (its ``batch_size``). The note under the table
+compares episodes per scene instance in the sample and in the paper-scale run.
 
 What a row measures:
 
-* ``flow wall``: the ``muep-demos`` flow call, timed in the child after a warm-up flow has started Prefect's
-  temporary server -- so it includes reading the inputs, starting the worker processes (and their imports, planner
+* ``flow wall``: the ``muep-demos`` flow call, timed in the child after the stage's Prefect server has started and
+  a warm-up flow has run -- so it includes reading the inputs, starting the worker processes (and their imports, planner
   and renderer), all batches, and writing the index, but not Python's start-up or the Prefect server's.
 * ``costs``: the per-episode timings the stage records in ``episodes.parquet`` (plan, TextWorld load, TextWorld
   steps, render, and the batch's shard write divided over its episodes), summed over every attempted episode.
 * ``overhead = flow wall x workers / sum of costs``. 1.00 means every worker spent the whole wall time on episode
   work; the rest is orchestration (worker start-up, Prefect task bookkeeping, result transfer) and load imbalance
   (workers idle while the last batch runs). Goal: <= 1.25.
-* ``ideal s``: the wall time a perfect pool would need for these batches -- their recorded costs, assigned in
-  submission order to whichever of the ``workers`` frees first. ``ideal x workers / costs`` is the share of overhead
-  that batch granularity alone explains.
+* ``ideal ovh``: the overhead of a perfect pool on these batches (their recorded costs, assigned in submission
+  order to whichever of the ``workers`` frees first): the share of overhead that batch granularity alone explains.
+* ``in-task s``: the batches' task-run time (Prefect's start to end, in the worker) minus the episode costs inside
+  them: the per-batch work outside the timed parts (announcing the scene goals, writing the index part) and
+  Prefect's own bookkeeping of the task run. The rest of ``steady ovh`` is between task runs (dispatch, transfer).
+* ``batch``: ``muep.demos.batch_size`` (``--batch-size``).
 * ``startup s`` / ``teardown s``: from the flow call to the first batch's start, and from the last batch's end to
-  the flow's return, by the task-run times Prefect's API recorded: worker start-up and the index writing. Without
-  ``PREFECT_API_URL`` (Prefect's ephemeral mode, what ``dvc repro`` uses by default) every process-pool worker starts
-  a temporary Prefect server of its own ("Starting temporary server" once per worker in the log), which is most of
-  the start-up.
+  the flow's return, by the task-run times Prefect's API recorded: spawning the worker processes and their imports,
+  and the index writing.
 * ``process s``: the whole child process -- Python and Prefect start-up, the warm-up flow, the timed flow.
-* ``paper h``: 15,000 episodes at the run's episodes / flow wall rate (hours); ``paper h steady``: at the rate
-  between the first batch's start and the last batch's end, i.e. without the fixed start-up and teardown, which a
-  paper-scale run pays once.
+* ``steady ovh``: the overhead between the first batch's start and the last batch's end (fixed start-up and
+  teardown left out): what the overhead tends to as runs get longer.
+* ``paper h``: 15,000 episodes at the run's episodes / flow wall rate (hours), as if start-up were paid per this
+  many episodes; ``paper h steady``: at the rate between the first batch's start and the last batch's end;
+  ``paper h proj``: the honest projection, this run's start-up and teardown once plus 15,000 episodes at the
+  steady rate. Only ``--inputs paper`` samples episodes the way a paper-scale run has them.
 """
 
 from __future__ import annotations
@@ -61,40 +74,63 @@ def child() -> None:
     import pandas as pd
     from prefect import flow
 
+    from flows._runtime import configure_logging, shared_prefect_server
     from flows.muep_demos import muep_demos
     from tasks import paths
-    from tasks.muep.demos import SPLITS
     from tasks.params import load_params
 
     @flow(name="bench-warm-up")
     def warm_up() -> None:
-        """Starts Prefect's temporary server, so the timed call below does not include it."""
+        """A first flow run, so the timed call below does not include Prefect's first-run costs."""
 
-    warm_up()
-    demos = load_params().muep.demos
-    start, clock = time.perf_counter(), time.time()
-    report = muep_demos()
-    wall = time.perf_counter() - start
-    spans = _batch_spans()
+    configure_logging()
+    with shared_prefect_server():  # what `python -m flows.muep_demos` (and so `dvc repro`) does
+        warm_up()
+        demos = load_params().muep.demos
+        start, clock = time.perf_counter(), time.time()
+        report = muep_demos()
+        wall = time.perf_counter() - start
+        spans = _batch_spans()
     index = pd.read_parquet(paths.MUEP_DATA / "demos" / "episodes.parquet")
     per_batch = index.groupby("batch")[list(COSTS)].sum().sum(axis=1).to_dict()
-    order = sorted(per_batch, key=lambda b: (SPLITS.index(b.rsplit("-", 1)[0]), b))  # submission order
     print(json.dumps({
         "wall": wall, "workers": demos.workers, "task_runner": demos.task_runner, "batch_size": demos.batch_size,
         "attempted": int(len(index)), "ok": int(report["episodes"]),
         "costs": {c: float(index[c].sum()) for c in COSTS},
-        "batch_costs": [float(per_batch[b]) for b in order],
+        "batch_costs": [float(per_batch[b]) for b in _submission_order() if b in per_batch],
+        "in_task": sum(b - a for a, b in spans) - float(index[list(COSTS)].sum().sum()),
         "startup": min((a for a, _ in spans), default=clock) - clock if spans else None,
         "teardown": clock + wall - max(b for _, b in spans) if spans else None,
     }))
+
+
+def _submission_order() -> list[str]:
+    """Batch ids in the order the flow submits them, by the code under test's own selection and batching."""
+    from tasks import paths
+    from tasks.muep.demos import make_batches, select_episodes
+    from tasks.muep.generate import TaskRecord
+    from tasks.muep.metadata import SceneRecord
+    from tasks.params import load_params
+    from tasks.records import read_table
+
+    demos = load_params().muep.demos
+    selected = select_episodes(read_table(paths.MUEP_FILTER / "accepted.parquet", TaskRecord),
+                               read_table(paths.MUEP_METADATA / "scenes.parquet", SceneRecord), demos.episodes,
+                               demos.seen_test_fraction, demos.seed)
+    return [b.batch_id for b in make_batches(selected, demos.batch_size)]
 
 
 def _batch_spans() -> list[tuple[float, float]]:
     """(start, end) epoch seconds of every rollout-batch task run, as Prefect's API recorded them."""
     from prefect.client.orchestration import get_client
 
+    runs, page = [], 200  # the server answers at most PREFECT_SERVER_API_DEFAULT_LIMIT (200) runs per request
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs()
+        while True:
+            more = client.read_task_runs(limit=page, offset=len(runs))
+            runs += more
+            if len(more) < page:
+                break
     return [(r.start_time.timestamp(), r.end_time.timestamp()) for r in runs
             if r.name.startswith("rollout-batch") and r.start_time and r.end_time]
 
@@ -103,14 +139,19 @@ def _batch_spans() -> list[tuple[float, float]]:
 # Parent
 
 
-def _params(episodes: int, workers: int, runner: str) -> str:
+def _params(episodes: int | None, workers: int, runner: str, profile: str | None = None,
+            batch_size: int | None = None) -> str:
     import yaml
 
     from tasks.params import deep_merge, read_yaml, validate
 
-    overlay = {"muep": {"demos": {"episodes": episodes, "workers": workers, "task_runner": runner}}}
-    params = deep_merge(read_yaml(REPO / "params.yaml"), overlay)
-    validate(params, source=f"params.yaml + {overlay}")
+    params = read_yaml(REPO / "params.yaml")
+    if profile:
+        params = deep_merge(params, read_yaml(REPO / "profiles" / f"{profile}.yaml"))
+    overlay = {"muep": {"demos": {"episodes": episodes, "workers": workers, "task_runner": runner}
+                        | ({"batch_size": batch_size} if batch_size else {})}}
+    params = deep_merge(params, overlay)
+    validate(params, source=f"params.yaml + {profile or 'no profile'} + {overlay}")
     return yaml.safe_dump(params, sort_keys=False)
 
 
@@ -120,11 +161,11 @@ def _env(root: Path, prefect_home: Path) -> dict[str, str]:
                          "EMBP_LOG_LEVEL": "WARNING"}
 
 
-def _prepare_inputs(tmp: Path) -> Path:
+def _prepare_inputs(tmp: Path, profile: str | None) -> Path:
     """Stages 1-3 through their flows, in one process (one Prefect server), in a root of their own."""
     base = tmp / "inputs"
     base.mkdir()
-    (base / "params.yaml").write_text(_params(1, 1, "sequential"))
+    (base / "params.yaml").write_text(_params(1, 1, "sequential", profile))
     code = ("from flows.muep_metadata import muep_metadata; from flows.muep_generate import muep_generate; "
             "from flows.muep_filter import muep_filter; muep_metadata(); muep_generate(); muep_filter()")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(base, tmp / "prefect-inputs"),
@@ -134,19 +175,63 @@ def _prepare_inputs(tmp: Path) -> Path:
     return base / "data" / "muep"
 
 
-def _run(episodes: int, workers: int, runner: str, tmp: Path, inputs: Path) -> dict:
-    root = tmp / f"w{workers}"
+def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:
+    """The task ids of a paper-scale run's selection that belong to ``n_instances`` scene instances spread evenly
+    over the sorted scene names (all floorplans and room types), and a note comparing the two."""
+    from tasks.muep.demos import select_episodes
+    from tasks.muep.generate import TaskRecord
+    from tasks.muep.metadata import SceneRecord
+    from tasks.params import load_params
+    from tasks.records import read_table
+
+    demos = load_params(inputs.parent.parent / "params.yaml").muep.demos
+    accepted = read_table(inputs / "filter" / "accepted.parquet", TaskRecord)
+    scenes = read_table(inputs / "metadata" / "scenes.parquet", SceneRecord)
+    selected = select_episodes(accepted, scenes, PAPER_EPISODES, demos.seen_test_fraction, demos.seed)
+    names = sorted(selected.scene.unique())
+    n = min(n_instances, len(names))
+    picked = [names[i * len(names) // n] for i in range(n)]
+    sample = selected[selected.scene.isin(picked)]
+    note = (f"sample: {n} of {len(names)} scene instances of the paper-scale selection ({len(selected):,} of "
+            f"{len(accepted):,} accepted tasks), all {len(sample)} of their episodes: "
+            f"{len(sample) / n:.1f} episodes per scene instance (paper-scale run: {len(selected) / len(names):.1f})")
+    return sorted(sample.task_id), note
+
+
+def _write_inputs(inputs: Path, root: Path, task_ids: list[str] | None) -> None:
+    import pandas as pd
+
     for sub in ("metadata", "filter"):
         shutil.copytree(inputs / sub, root / "data" / "muep" / sub)
-    (root / "params.yaml").write_text(_params(episodes, workers, runner))
+    if task_ids is not None:
+        accepted = root / "data" / "muep" / "filter" / "accepted.parquet"
+        frame = pd.read_parquet(accepted)
+        frame[frame.task_id.isin(task_ids)].reset_index(drop=True).to_parquet(accepted, index=False)
+
+
+def code_label(code: Path) -> str:
+    """The commit a code tree is at (``+`` when it has changes), or its directory name (e.g. a ``git archive``)."""
+    proc = subprocess.run(["git", "-C", str(code), "describe", "--always", "--dirty=+"], capture_output=True,
+                          text=True)
+    return proc.stdout.strip() if proc.returncode == 0 and (code / ".git").exists() else code.name
+
+
+def _run(episodes: int | None, workers: int, runner: str, tmp: Path, inputs: Path, task_ids: list[str] | None,
+         code: Path, batch_size: int | None = None, profile: str | None = None) -> dict:
+    """One flow run in a fresh process whose ``flows`` and ``tasks`` come from ``code`` (and so do its workers':
+    the process pool starts them with the parent's ``sys.path``)."""
+    root = tmp / f"w{workers}-{len(list(tmp.glob('w*')))}"
+    _write_inputs(inputs, root, task_ids)
+    (root / "params.yaml").write_text(_params(episodes, workers, runner, profile, batch_size))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--child"], cwd=REPO, env=_env(root, tmp / f"prefect-w{workers}"),
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, __file__, "--child", "--code", str(code)], cwd=code,
+                          env=_env(root, root / "prefect-home"), capture_output=True, text=True)
     process_wall = time.perf_counter() - start
     if proc.returncode != 0:
-        sys.exit(f"run with {workers} worker(s) failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        sys.exit(f"run with {workers} worker(s) of {code} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["process_wall"] = process_wall
+    result["code"] = code_label(code)
     return result
 
 
@@ -165,39 +250,55 @@ def _s(value: float | None) -> str:
 def _format(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i != 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(c.ljust(w) if i in (0, 2) else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def _steady_hours(r: dict) -> str:
-    """Paper-scale hours at the rate between the first batch's start and the last one's end (no fixed costs)."""
+def _busy(r: dict) -> float | None:
+    """Seconds between the first batch's start and the last batch's end."""
     if r["startup"] is None or r["teardown"] is None:
-        return "?"
+        return None
     busy = r["wall"] - r["startup"] - r["teardown"]
-    return f"{PAPER_EPISODES * busy / r['attempted'] / 3600:.2f}" if busy > 0 else "?"
+    return busy if busy > 0 else None
+
+
+def projections(r: dict) -> dict[str, float | None]:
+    """Paper-scale hours: naive (this run's rate), steady (no fixed costs), and projected (fixed costs once)."""
+    busy = _busy(r)
+    steady = None if busy is None else PAPER_EPISODES * busy / r["attempted"]
+    return {"naive": PAPER_EPISODES * r["wall"] / r["attempted"] / 3600,
+            "steady": None if steady is None else steady / 3600,
+            "proj": None if steady is None else (steady + r["startup"] + r["teardown"]) / 3600}
+
+
+def _h(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
 
 
 def table(results: list[dict]) -> str:
-    headers = ["workers", "runner", "episodes", "ok", "flow wall s", "ep/s", "sum costs s", "overhead", "ideal s",
-               "ideal ovh", "startup s", "teardown s", "process s", "paper h", "paper h steady"]
+    headers = ["code", "workers", "runner", "batch", "episodes", "ok", "flow wall s", "ep/s", "sum costs s",
+               "overhead", "steady ovh", "ideal ovh", "in-task s", "startup s", "teardown s", "process s", "paper h",
+               "paper h steady", "paper h proj"]
     rows = []
     for r in results:
         total = sum(r["costs"].values())
         ideal = ideal_wall(r["batch_costs"], r["workers"])
-        rate = r["attempted"] / r["wall"]
-        rows.append([str(r["workers"]), r["task_runner"], str(r["attempted"]), str(r["ok"]), f"{r['wall']:.1f}",
-                     f"{rate:.2f}", f"{total:.1f}", f"{r['wall'] * r['workers'] / total:.2f}", f"{ideal:.1f}",
-                     f"{ideal * r['workers'] / total:.2f}", _s(r["startup"]), _s(r["teardown"]),
-                     f"{r['process_wall']:.1f}", f"{PAPER_EPISODES / rate / 3600:.2f}", _steady_hours(r)])
+        busy = _busy(r)
+        hours = projections(r)
+        rows.append([r["code"], str(r["workers"]), r["task_runner"], str(r["batch_size"]), str(r["attempted"]),
+                     str(r["ok"]), f"{r['wall']:.1f}", f"{r['attempted'] / r['wall']:.2f}", f"{total:.1f}",
+                     f"{r['wall'] * r['workers'] / total:.2f}", "?" if busy is None else f"{busy * r['workers'] / total:.2f}",
+                     f"{ideal * r['workers'] / total:.2f}", f"{r['in_task']:.1f}", _s(r["startup"]), _s(r["teardown"]),
+                     f"{r['process_wall']:.1f}", _h(hours["naive"]), _h(hours["steady"]), _h(hours["proj"])])
     return _format(headers, rows)
 
 
 def cost_table(results: list[dict]) -> str:
-    headers = ["workers", "runner", *(f"{c.removesuffix('_s')} s/ep" for c in COSTS), "total s/ep"]
+    headers = ["code", "workers", "runner", *(f"{c.removesuffix('_s')} s/ep" for c in COSTS), "total s/ep"]
     rows = []
     for r in results:
         n, total = r["attempted"], sum(r["costs"].values())
-        rows.append([str(r["workers"]), r["task_runner"],
+        rows.append([r["code"], str(r["workers"]), r["task_runner"],
                      *(f"{r['costs'][c] / n:.3f} ({100 * r['costs'][c] / total:.0f}%)" for c in COSTS),
                      f"{total / n:.3f}"])
     return _format(headers, rows)
@@ -205,25 +306,51 @@ def cost_table(results: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=48, help="episodes per run (muep.demos.episodes)")
+    parser.add_argument("--inputs", default="default", choices=("default", "paper"),
+                        help="stages 1-3 with params.yaml (default) or with profiles/paper.yaml, sampled (paper)")
+    parser.add_argument("--episodes", type=int, default=48, help="episodes per run (muep.demos.episodes; default "
+                        "inputs only)")
+    parser.add_argument("--scene-instances", type=int, default=24, help="scene instances of the paper-scale "
+                        "selection to run, all their episodes (paper inputs only)")
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts, one run each")
     parser.add_argument("--task-runner", default="processes", choices=("processes", "dask", "sequential"))
+    parser.add_argument("--batch-size", default="", help="comma-separated muep.demos.batch_size values, one run "
+                        "each (default: params.yaml's)")
+    parser.add_argument("--code", default=str(REPO), help="comma-separated code trees to run the flow from, each "
+                        "with every worker count, in one invocation (A/B against e.g. a `git archive` of an older "
+                        "commit); default: this checkout")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        # A script's sys.path starts with its own directory, not the checkout: without this the flow would import
+        # whatever `tasks` the environment has installed (an editable install may point at another checkout).
+        sys.path.insert(0, args.code)
         child()
         return
     sys.path.insert(0, str(REPO))
+    codes = [Path(c).resolve() for c in args.code.split(",") if c.strip()]
     workers = [int(w) for w in args.workers.split(",") if w.strip()]
     tmp = Path(tempfile.mkdtemp(prefix="embp-bench-demos-"))
+    paper = args.inputs == "paper"
+    load_start = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    note = f"{args.episodes} episodes of the default inputs (round-robin over split x task type)"
     try:
-        print("running stages 1-3 (metadata, generate, filter) once ...", file=sys.stderr)
-        inputs = _prepare_inputs(tmp)
+        print(f"running stages 1-3 (metadata, generate, filter) once, {args.inputs} inputs ...", file=sys.stderr)
+        inputs = _prepare_inputs(tmp, "paper" if paper else None)
+        task_ids = None
+        if paper:
+            task_ids, note = paper_sample(inputs, args.scene_instances)
         results = []
+        sizes = [int(b) for b in args.batch_size.split(",") if b.strip()] or [None]
         for w in workers:
-            print(f"running {args.episodes} episodes with {w} worker(s) ({args.task_runner}) ...", file=sys.stderr)
-            results.append(_run(args.episodes, w, args.task_runner, tmp, inputs))
+            for size in sizes:
+                for code in codes:
+                    print(f"running {len(task_ids) if paper else args.episodes} episodes with {w} worker(s) "
+                          f"({args.task_runner}, batch size {size or 'of params.yaml'}), code of {code} ...",
+                          file=sys.stderr)
+                    results.append(_run(None if paper else args.episodes, w, args.task_runner, tmp, inputs,
+                                        task_ids, code, size, "paper" if paper else None))
     finally:
         if args.keep:
             print(f"kept {tmp}", file=sys.stderr)
@@ -235,9 +362,11 @@ def main() -> None:
     print(cost_table(results))
     print()
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(note)
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-          f"{load} at the end, {time.strftime('%Y-%m-%d')}; overhead = flow wall x workers / sum of per-episode "
-          f"costs (goal <= 1.25); paper h = {PAPER_EPISODES:,} episodes at this run's rate")
+          f"{load_start} at the start, {load} at the end, {time.strftime('%Y-%m-%d %H:%M')}; overhead = flow wall x "
+          f"workers / sum of per-episode costs (goal <= 1.25); paper h proj = start-up + teardown once + "
+          f"{PAPER_EPISODES:,} episodes at the steady rate")
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def _demos_flow(params_file: str | None = None) -> dict:
                                 out_dir=str(DEMOS))
         DEMOS.mkdir(parents=True, exist_ok=True)
         ensure_disk_space(DEMOS, needed_mb=len(selected) * 0.2)
-        prepare_output(DEMOS, fingerprint(selected, settings, {"seed": demos.seed,
+        prepare_output(DEMOS, fingerprint(selected, settings, {"seed": demos.seed, "batch_size": demos.batch_size,
                                                                "fraction": demos.seen_test_fraction}))
         batches = make_batches(selected, demos.batch_size)
         finished = done_batches(DEMOS)

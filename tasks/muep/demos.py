@@ -5,11 +5,12 @@ STRIPS twin (``tasks.muep.planner``), the plan's commands replayed in the real T
 domain (``tasks.muep.textworld_env``) -- every command must be admissible and the game must end won -- and, after
 every action, the textual state from the game and an image of the game's state from the configured renderer.
 
-Work is cut into batches of episodes of one split; a batch writes its shard (``shards/<batch>.tar``) and then its
-index part (``parts/<batch>.parquet``), each atomically. The part is the batch's commit mark: on a rerun, batches
-with a part are skipped, so an interrupted run (even ``kill -9``) finishes only the remaining batches and never
-leaves a half-written shard. A manifest fingerprints the inputs and params; when they change, old batches are
-discarded rather than mixed in.
+Work is cut into batches of episodes of one split, the episodes of one scene instance next to each other, so that a
+worker process translates each scene instance's game once for all its tasks (``textworld_env.GameEngine``). A batch
+writes its shard (``shards/<batch>.tar``) and then its index part (``parts/<batch>.parquet``), each atomically. The
+part is the batch's commit mark: on a rerun, batches with a part are skipped, so an interrupted run (even ``kill
+-9``) finishes only the remaining batches and never leaves a half-written shard. A manifest fingerprints the inputs,
+params and batching; when they change, old batches are discarded rather than mixed in.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from tasks.muep.generate import TaskRecord
 from tasks.muep.metadata import InstanceRecord, ReceptacleRecord, SceneRecord
 from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.planner import PlannerWorker, PlanResult
-from tasks.muep.textworld_env import Game, load_game, put_command
+from tasks.muep.textworld_env import Game, GameEngine, load_game, put_command
 from tasks.muep.vocab import TASK_TYPES, catalog
 from tasks.muep.render.layout import layout_from_metadata
 from tasks.muep.world_state import SceneLayout, WorldState
@@ -86,11 +87,18 @@ class EpisodeRecord:
     write_s: float
 
 
+#: How episodes are cut into batches; part of the output fingerprint, so batches cut another way are never mixed in.
+BATCHING = "scene-grouped-1"
+
+
 @dataclass
 class Batch:
     batch_id: str
     split: str
     tasks: list[dict]        # TaskRecord fields + "split"
+    #: (scene, task type, object type, target type) of every selected task of this batch's scenes, in any batch:
+    #: what a worker translates a scene instance's game for, once
+    scene_goals: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -125,18 +133,34 @@ def select_episodes(accepted: pd.DataFrame, scenes: pd.DataFrame, episodes: int 
     return frame.sort_values(["split", "_order"]).drop(columns="_order").reset_index(drop=True)
 
 
+def _target(task: dict) -> str | None:
+    return task["receptacle_type"] if TASK_TYPES[task["task_type"]].needs_receptacle else task["light_type"]
+
+
 def make_batches(selected: pd.DataFrame, batch_size: int) -> list[Batch]:
+    """Batches of ``batch_size`` episodes of one split. Within a split, the episodes of a scene instance are next
+    to each other (in selection order); the batches come scene instance by scene instance, across splits, so the
+    batches a worker gets in a row mostly share a scene. Each batch lists the goals of all the selected tasks of
+    its scenes (:attr:`Batch.scene_goals`)."""
+    goals: dict[str, dict[tuple[str, str, str, str], None]] = {}
+    for task in selected.to_dict("records"):
+        goal = (task["scene"], task["task_type"], task["object_type"], _target(task))
+        goals.setdefault(task["scene"], {})[goal] = None
     batches = []
     for split in SPLITS:
-        rows = selected[selected.split == split].to_dict("records")
+        rows = selected[selected.split == split]
+        rows = rows.sort_values("scene", kind="stable").to_dict("records")
         for k in range(0, len(rows), batch_size):
-            batches.append(Batch(f"{split}-{k // batch_size:05d}", split, rows[k:k + batch_size]))
-    return batches
+            chunk = rows[k:k + batch_size]
+            scenes = dict.fromkeys(t["scene"] for t in chunk)
+            batches.append(Batch(f"{split}-{k // batch_size:05d}", split, chunk,
+                                 [g for scene in scenes for g in goals[scene]]))
+    return sorted(batches, key=lambda b: (b.tasks[0]["scene"], SPLITS.index(b.split), b.batch_id))
 
 
 def fingerprint(selected: pd.DataFrame, settings: DemoSettings, extra: dict) -> str:
     blob = json.dumps({"tasks": sorted(selected.task_id), "settings": asdict(settings) | {"out_dir": "",
-                       "metadata_dir": ""}, **extra}, sort_keys=True, default=str)
+                       "metadata_dir": ""}, "batching": BATCHING, **extra}, sort_keys=True, default=str)
     return _h(blob)[:16]
 
 
@@ -252,10 +276,11 @@ class _Timer:
 
 
 def run_episode(task: dict, settings: DemoSettings, planner: PlannerWorker, renderer, batch_id: str,
-                ) -> tuple[EpisodeRecord, list[Sample], _Timer]:
+                games: GameEngine | None = None) -> tuple[EpisodeRecord, list[Sample], _Timer]:
+    """One episode. ``games`` builds the TextWorld game (fast, shared per scene instance); without it the game is
+    built from scratch (:func:`~tasks.muep.textworld_env.load_game`). Both play the same game."""
     timer = _Timer()
-    spec = TASK_TYPES[task["task_type"]]
-    target = task["receptacle_type"] if spec.needs_receptacle else task["light_type"]
+    target = _target(task)
     ctx = scene_context(settings.metadata_dir, task["scene"])
     base = dict(episode_id=task["task_id"], task_id=task["task_id"], scene=task["scene"],
                 floorplan=int(task["floorplan"]), room_type=task["room_type"], split=task["split"],
@@ -292,7 +317,7 @@ def run_episode(task: dict, settings: DemoSettings, planner: PlannerWorker, rend
 
     try:
         start = time.perf_counter()
-        game: Game = load_game(problem, task["instruction"], settings.grammar)
+        game: Game = (games.load if games is not None else load_game)(problem, task["instruction"], settings.grammar)
         observation, state = game.reset()
         timer.add("load", start)
     except Exception as exc:  # noqa: BLE001 - a game TextWorld cannot build is a recorded reject
@@ -337,27 +362,42 @@ _WORKER: dict[str, object] = {}
 
 
 def _worker_tools(settings: DemoSettings):
-    """One planner process and one renderer per worker process, kept across batches."""
+    """One planner process, one renderer and one game engine per worker process, kept across batches."""
     from tasks.muep.render import build_renderer
 
     if "planner" not in _WORKER:
         _WORKER["planner"] = PlannerWorker()
+        _WORKER["games"] = GameEngine()
     key = f"renderer:{settings.renderer}:{settings.render_size}"
     if key not in _WORKER:
         _WORKER[key] = build_renderer(settings.renderer, size=settings.render_size)
-    return _WORKER["planner"], _WORKER[key]
+    return _WORKER["planner"], _WORKER[key], _WORKER["games"]
+
+
+def expect_games(games: GameEngine, batch: Batch, metadata_dir: str) -> None:
+    """Tell the engine every goal of the batch's scene instances, so each is translated once for all of them."""
+    problems = []
+    for scene, task_type, object_type, target in batch.scene_goals:
+        if not target:
+            continue
+        ctx = scene_context(metadata_dir, scene)
+        problem = Problem("expected", ctx.receptacles, ctx.instances, task_type, object_type, target)
+        if not ctx.unknown_receptacles and problem.check() is None:
+            problems.append(problem)
+    games.expect(problems)
 
 
 def run_batch(batch: Batch, settings: DemoSettings) -> list[EpisodeRecord]:
     """Roll out a batch and commit it: shard first, then the index part (the commit mark), both atomic."""
     import webdataset as wds
 
-    planner, renderer = _worker_tools(settings)
+    planner, renderer, games = _worker_tools(settings)
+    expect_games(games, batch, settings.metadata_dir)
     out = Path(settings.out_dir)
     records: list[EpisodeRecord] = []
     all_samples: list[Sample] = []
     for task in batch.tasks:
-        record, samples, _ = run_episode(task, settings, planner, renderer, batch.batch_id)
+        record, samples, _ = run_episode(task, settings, planner, renderer, batch.batch_id, games)
         records.append(record)
         all_samples.extend(samples)
     start = time.perf_counter()

@@ -116,7 +116,9 @@ class Problem:
     # ------------------------------------------------------------------------------------------------------------
     # ADL problem for TextWorld + alfred.pddl
 
-    def adl(self, start_location: str = "loc_start") -> str:
+    def adl(self, start_location: str = "loc_start", goal: str | None = None) -> str:
+        """The ADL problem; ``goal`` replaces the task's goal (:meth:`adl_goal`): the problems of one scene instance
+        differ only there."""
         cat = catalog()
         otypes = sorted({i.type for i in self.instances})
         rtypes = sorted({r.type for r in self.receptacles})
@@ -143,7 +145,7 @@ class Problem:
         init += [f"(canContain {rt}Type {ot}Type)" for rt in rtypes for ot in otypes if cat.holds(rt, ot)]
         return (f"(define (problem {self.name})\n  (:domain alfred)\n  (:objects\n    "
                 + "\n    ".join(objects) + "\n  )\n  (:init\n    " + "\n    ".join(init)
-                + f"\n  )\n  (:goal\n    {self.adl_goal()}\n  )\n)\n")
+                + f"\n  )\n  (:goal\n    {goal or self.adl_goal()}\n  )\n)\n")
 
     def adl_goal(self) -> str:
         o, t = f"{self.object_type}Type", f"{self.target_type}Type"

@@ -8,18 +8,26 @@ Two action grammars are selectable and recorded with every record:
 
 * ``alfworld-0.4`` -- ALFWorld 0.4's ``move X to Y``;
 * ``muep`` -- the older ``put X in/on Y`` form that MuEP's published data uses.
+
+:func:`load_game` builds each game from scratch, as TextWorld does. :class:`GameEngine` plays many games one after
+the other in one process and makes that cheap (one ``PddlEnv`` reused, one Fast Downward translation per scene
+instance, memoised grammar parses: ``tasks.muep.textworld_fast``); its games behave exactly like fresh ones.
 """
 
 from __future__ import annotations
 
-import sys
-from contextlib import contextmanager
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
 from tasks.errors import DataError
 from tasks.muep import alfworld_data
-from tasks.muep.pddl import Problem
+from tasks.muep import textworld_fast
+from tasks.muep.pddl import Instance, Problem, Receptacle
+from tasks.muep.textworld_fast import SceneTranslation, argv_guard
 from tasks.muep.world_state import WorldState, state_from_facts
 
 GRAMMARS = {
@@ -28,6 +36,7 @@ GRAMMARS = {
 }
 GOAL_PLACEHOLDER = "UNKNOWN GOAL."
 START_LOCATION = "loc_start"
+log = logging.getLogger("embp")
 
 
 @cache
@@ -49,26 +58,24 @@ def put_command(obj: str, receptacle: str, grammar: str) -> str:
     return f"move {obj} to {receptacle}" if grammar == "alfworld-0.4" else f"put {obj} in/on {receptacle}"
 
 
+def goal_sentence(instruction: str) -> str:
+    return instruction.strip().rstrip(".") + "."
+
+
+@cache
+def _grammar_template(version: str) -> textworld_fast.GrammarTemplate:
+    return textworld_fast.GrammarTemplate(_grammar(version), GOAL_PLACEHOLDER)
+
+
 def game_data(problem: Problem, instruction: str, grammar: str) -> dict:
     if grammar not in GRAMMARS:
         raise ValueError(f"unknown grammar {grammar!r}; known: {', '.join(GRAMMARS)}")
-    goal = instruction.strip().rstrip(".") + "."
     return {
         "pddl_domain": _domain(),
-        "grammar": _grammar(grammar).replace(GOAL_PLACEHOLDER, goal),
+        "grammar": _grammar(grammar).replace(GOAL_PLACEHOLDER, goal_sentence(instruction)),
         "pddl_problem": problem.adl(START_LOCATION),
         "solvable": True,
     }
-
-
-@contextmanager
-def _argv_guard():
-    """TextWorld's fast-downward translation overwrites ``sys.argv``; put it back."""
-    saved = list(sys.argv)
-    try:
-        yield
-    finally:
-        sys.argv[:] = saved
 
 
 @contextmanager
@@ -78,7 +85,8 @@ def single_translation():
     TextWorld's ``PddlState`` translates the problem twice (a plain task, and an "optimised" one that only its
     Fast Downward replanner uses), and ``PddlEnv`` builds a ``PddlState`` in ``load`` and again in ``reset``: four
     translations, ~0.35 s each for a 30-receptacle scene, of which one is needed. Inside this context the first
-    plain translation is reused for the others. The replanner then gets the plain task, which is still correct; we
+    plain translation is reused for the others (:func:`load_game` and ``Game.reset`` each open their own, so a game
+    built that way translates twice; :class:`GameEngine` once per scene instance). The replanner then gets the plain task, which is still correct; we
     never ask for it anyway (it can run away on pick-two games). Game play and goal checks are unchanged.
     """
     import fast_downward
@@ -94,7 +102,7 @@ def single_translation():
 
     fast_downward.pddl2sas = translate
     try:
-        with _argv_guard():
+        with argv_guard():
             yield
     finally:
         fast_downward.pddl2sas = original
@@ -117,6 +125,8 @@ class Game:
     grammar: str
     env: object = field(repr=False)
     location_of: dict[str, str] = field(default_factory=dict)  # location id -> first receptacle name there
+    #: the context every call into TextWorld runs in (the plain one, or a :class:`GameEngine`'s)
+    within: Callable[[], AbstractContextManager] = field(default=single_translation, repr=False)
 
     facing: str | None = None  # the receptacle the agent last went to (several can share one location)
 
@@ -134,7 +144,7 @@ class Game:
 
     def reset(self) -> tuple[str, WorldState]:
         self.facing = None
-        with single_translation():
+        with self.within():
             state = self.env.reset()
         return state.feedback, self._state(0, None)
 
@@ -143,7 +153,7 @@ class Game:
 
     def step(self, command: str, index: int) -> Step:
         valid = command in self.env.state["_valid_commands"]
-        with _argv_guard():
+        with self.within():
             state, _, _ = self.env.step(command)
         if valid and command.startswith("go to "):
             self.facing = command[len("go to "):]
@@ -153,13 +163,14 @@ class Game:
         return bool(self.env.state["won"])
 
 
-def load_game(problem: Problem, instruction: str, grammar: str = "alfworld-0.4") -> Game:
+def _new_env():
     import textworld
     from textworld.envs.pddl import PddlEnv
 
-    env = PddlEnv(textworld.EnvInfos(admissible_commands=True, facts=False, won=True))
-    with single_translation():
-        env.load(game_data(problem, instruction, grammar))
+    return PddlEnv(textworld.EnvInfos(admissible_commands=True, facts=False, won=True))
+
+
+def _game(env, problem: Problem, grammar: str, within: Callable[[], AbstractContextManager]) -> Game:
     names = problem.names
     for key, info in env._entity_infos.items():  # noqa: SLF001 - TextWorld reads display names from here
         if key in names:
@@ -167,4 +178,123 @@ def load_game(problem: Problem, instruction: str, grammar: str = "alfworld-0.4")
     location_of: dict[str, str] = {}
     for r in problem.receptacles:
         location_of.setdefault(r.location, r.name)
-    return Game(problem, grammar, env, location_of)
+    return Game(problem, grammar, env, location_of, within)
+
+
+def load_game(problem: Problem, instruction: str, grammar: str = "alfworld-0.4") -> Game:
+    """A game built from scratch: a new ``PddlEnv`` (its own copy of Fast Downward's library), TextWorld's own
+    translation and parsing. The reference :class:`GameEngine` is tested against."""
+    env = _new_env()
+    with single_translation():
+        env.load(game_data(problem, instruction, grammar))
+    return _game(env, problem, grammar, single_translation)
+
+
+SceneKey = tuple[tuple[Receptacle, ...], tuple[Instance, ...]]
+
+
+def scene_key(problem: Problem) -> SceneKey:
+    """What a problem's ADL text depends on besides its name and goal: the scene instance."""
+    return tuple(problem.receptacles), tuple(problem.instances)
+
+
+class GameEngine:
+    """Plays many games in one process, one at a time, at a fraction of :func:`load_game`'s cost.
+
+    * one ``PddlEnv`` for all games: TextWorld's ``load`` replaces everything a game holds. (Each new ``PddlEnv``
+      loads a fresh copy of Fast Downward's library that is never unloaded: ~4 MB a game, which adds up to tens of
+      GB over a paper-scale run.)
+    * one Fast Downward translation per scene instance for all the goals :meth:`expect` announced
+      (:func:`tasks.muep.textworld_fast.translate_scene`), kept for the last ``scenes`` scene instances;
+    * TextWorld's grammar parses memoised, the grammar document parsed once per grammar version, and derivation
+      contexts light, while a game runs.
+
+    Loading a game ends the previous one (its methods then raise). With TextWorld or Fast Downward versions other
+    than the pinned ones it says so once and builds every game with :func:`load_game`.
+    """
+
+    def __init__(self, scenes: int = 4) -> None:
+        self.scenes = scenes
+        self.translations = 0      # Fast Downward translations made (scene translations + fallbacks)
+        self.fast = textworld_fast.unsupported() is None
+        if not self.fast:
+            log.warning("TextWorld games are built the slow way: %s", textworld_fast.unsupported())
+        self._env = None
+        self._translated: OrderedDict[SceneKey, SceneTranslation] = OrderedDict()
+        self._expected: OrderedDict[SceneKey, set[str]] = OrderedDict()
+        self._current: tuple[int, str, Problem] | None = None  # (game number, its ADL text, its problem)
+        self._grammar: tuple[str, textworld_fast.GrammarTemplate, str] | None = None  # the current game's
+        self._games = 0
+        self._current_sas: tuple[int, tuple[object, str]] | None = None  # (game number, its translation)
+        self._fallback: tuple[tuple[str, str], tuple[object, str]] | None = None
+
+    def expect(self, problems: Iterable[Problem]) -> None:
+        """Announce games to come: each scene instance is translated once with all the goals announced for it."""
+        for problem in problems:
+            key = scene_key(problem)
+            self._expected.setdefault(key, set()).add(problem.adl_goal())
+            self._expected.move_to_end(key)
+        while len(self._expected) > 16 * self.scenes:
+            self._expected.popitem(last=False)
+
+    def load(self, problem: Problem, instruction: str, grammar: str = "alfworld-0.4") -> Game:
+        if not self.fast:
+            return load_game(problem, instruction, grammar)
+        data = game_data(problem, instruction, grammar)
+        self._games += 1
+        self._current = (self._games, data["pddl_problem"], problem)
+        self._grammar = (data["grammar"], _grammar_template(grammar), goal_sentence(instruction))
+        self.expect([problem])
+        if self._env is None:
+            self._env = _new_env()
+        game_no = self._games
+        with self._running(game_no):
+            self._env.load(data)
+        return _game(self._env, problem, grammar, lambda: self._running(game_no))
+
+    def _running(self, game_no: int) -> AbstractContextManager:
+        if self._current is None or self._current[0] != game_no:
+            raise RuntimeError("this game was replaced by a later one of the same GameEngine")
+        return textworld_fast.patched(self._pddl2sas, self._grammar)
+
+    def _pddl2sas(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
+        """What TextWorld gets for ``fast_downward.pddl2sas`` while a game runs. The plain task also serves the
+        "optimised" one TextWorld builds for its Fast Downward replanner, which we never ask for."""
+        if self._current is not None and problem == self._current[1] and domain == _domain():
+            game_no, _, ours = self._current
+            if self._current_sas is None or self._current_sas[0] != game_no:
+                goal = ours.adl_goal()
+                translation = self._translation(ours, goal)
+                self._current_sas = (game_no, (translation.task, translation.sas_for(goal)))
+            return self._current_sas[1]
+        if self._fallback is None or self._fallback[0] != (domain, problem):  # not ours: translated as given
+            from fast_downward.interface import pddl2sas
+
+            self.translations += 1
+            self._fallback = ((domain, problem), pddl2sas(domain, problem, verbose=verbose, optimize=False))
+        return self._fallback[1]
+
+    def _translation(self, problem: Problem, goal: str) -> SceneTranslation:
+        key = scene_key(problem)
+        found = self._translated.get(key)
+        if found is None or goal not in found.goal_fact:
+            goals = sorted(set(self._expected.get(key, ())) | {goal} | set(found.goal_fact if found else ()))
+
+            def write(g: str) -> str:
+                return problem.adl(START_LOCATION, goal=g)
+
+            self.translations += 1
+            try:
+                found = textworld_fast.translate_scene(_domain(), write, goals)
+            except Exception:  # noqa: BLE001 - one announced goal must not fail the others: this goal alone
+                if len(goals) == 1:
+                    raise
+                log.debug("translating %d goals together failed; translating this game's goal alone", len(goals))
+                self._expected.pop(key, None)  # the next games of this scene add their goals one by one
+                self.translations += 1
+                found = textworld_fast.translate_scene(_domain(), write, [goal])
+            self._translated[key] = found
+        self._translated.move_to_end(key)
+        while len(self._translated) > self.scenes:
+            self._translated.popitem(last=False)
+        return found

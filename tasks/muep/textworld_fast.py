@@ -1,0 +1,237 @@
+"""Making many TextWorld games of one scene instance cheap, without changing what any game does.
+
+Replaying an expert plan in TextWorld's PDDL environment costs, per game, two Fast Downward translations of the
+ADL problem (~0.35 s each for a 30-receptacle scene: ``PddlEnv.load`` and ``reset`` both build a ``PddlState``),
+and, per step, TatSu re-parsing the same grammar strings for every admissible command plus a ``deepcopy`` of the
+derivation context for every grammar symbol (~55 ms a step). Measured in ``bench/muep_demos.py``. Three mechanisms,
+used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games runs (:func:`patched`):
+
+1. **One translation per scene instance** (:func:`translate_scene`). The ADL problems of the tasks of one scene
+   instance differ only in their ``:goal``; every other part of the translation (variables, operators, initial
+   state) is the same. Fast Downward turns a non-literal goal into one derived predicate ``new-axiom@N`` (its
+   ``normalize.substitute_complicated_goal``). We translate the scene's problem once with all the tasks' goals,
+   each compiled into *its own* derived predicate by Fast Downward itself (the same ``task.add_axiom([], goal)``
+   call its normaliser makes for one goal); a task's SAS text is then that translation with the ``begin_goal``
+   section naming only its own derived variable. The game checks ``won`` with Fast Downward's own axioms, as it
+   would for a freshly translated problem; the other goals' axioms are evaluated but never asked.
+2. **Memoised grammar parses**: TatSu parses in TextWorld are pure functions of the text; the results are cached
+   (LRU) and every call gets a deep copy, because TextWorld later sets contexts on the parsed symbols.
+3. **Light derivation contexts**: TextWorld's ``textgen.copy_context`` deep-copies the ``variables`` and
+   ``mapping`` dicts of a context so that a query can extend the copy. The values (``EntityInfo``, ``Placeholder``,
+   ``Variable``) are only read while deriving text: ALFWorld's grammar evaluates only attribute reads such as
+   ``{o.name}`` or ``{r.name or r.id}``. New dicts with the same values give the same text at a fraction of the cost.
+4. **One grammar document parse per grammar version** (:class:`GrammarTemplate`): a game's grammar is
+   ``alfred.twl2`` with one sentence (the goal placeholder of the rule ``task``) replaced; TatSu parses the whole
+   document per game (~30 ms). The template is parsed once; a game gets a deep copy with the ``task`` rule built
+   by TextWorld's own ``ContextSensitiveGrammar.parse`` from the game's sentence. Sentences with characters that
+   could change how the document itself parses (quotes, backslashes, grammar syntax) take the full parse.
+
+These replace module attributes of TextWorld and Fast Downward (monkeypatching), so they are used only with the
+versions they were written and tested against (:data:`PINNED`); with any other version :func:`unsupported` says
+why, and the engine falls back to TextWorld's plain path. ``tests/test_demos_fast.py`` checks that games played this
+way give the same observations, admissible commands, ``won`` flags and facts as freshly built games.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
+
+#: The distributions whose internals the mechanisms above rely on, and the versions they were checked against.
+PINNED = {"textworld": "1.7.0", "fast-downward-textworld": "20.6.4", "alfworld": "0.4.2"}
+PARSE_CACHE_SIZE = 4096
+
+
+@cache
+def unsupported() -> str | None:
+    """Why the mechanisms cannot be used here (a version other than the pinned one), or None."""
+    for dist, wanted in PINNED.items():
+        try:
+            found = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return f"{dist} is not installed"
+        if found != wanted:
+            return f"{dist} {found} is installed; the TextWorld speed-ups were checked against {dist}=={wanted}"
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 1. One Fast Downward translation for all the goals of a scene instance
+
+
+@dataclass
+class SceneTranslation:
+    """Fast Downward's translation of one scene instance's problem with several goals, one derived variable each."""
+
+    task: object                     # Fast Downward's normalised Python task (TextWorld reads objects, types, init)
+    sas: str                         # the SAS text; its goal section asks for every goal at once
+    goal_fact: dict[str, tuple[int, int]]  # ADL goal text -> (derived variable, value meaning "the goal holds")
+
+    def sas_for(self, goal: str) -> str:
+        """The SAS text of the problem whose goal is ``goal``: only the goal section differs."""
+        var, value = self.goal_fact[goal]
+        start = self.sas.index("begin_goal\n")
+        end = self.sas.index("end_goal\n", start) + len("end_goal\n")
+        return f"{self.sas[:start]}begin_goal\n1\n{var} {value}\nend_goal\n{self.sas[end:]}"
+
+
+_VARIABLE = re.compile(r"begin_variable\nvar(\d+)\n-?\d+\n\d+\n(.*?)end_variable\n", re.S)
+
+
+def translate_scene(domain: str, problem_with_goal: Callable[[str], str], goals: Sequence[str]) -> SceneTranslation:
+    """Translate once for several goals. ``problem_with_goal(goal)`` writes the scene's ADL problem with that goal
+    (e.g. ``Problem.adl``); the goals are ADL conditions, distinct, none of them a plain conjunction of literals."""
+    from fast_downward.interface import pddl2sas  # the original, also while :func:`patched` swaps the package's
+    from fast_downward.translate import normalize, pddl
+
+    goals = list(dict.fromkeys(goals))
+    names: list[str] = []
+
+    def one_axiom_per_goal(task) -> None:
+        parts = task.goal.parts if isinstance(task.goal, pddl.Conjunction) else (task.goal,)
+        if len(parts) != len(goals):  # the parser merged or dropped a goal: these goals cannot be told apart
+            raise ValueError(f"{len(goals)} goals became {len(parts)} conditions when parsed")
+        atoms = []
+        for part in parts:
+            axiom = task.add_axiom([], part)  # what substitute_complicated_goal does for a single goal
+            names.append(axiom.name)
+            atoms.append(pddl.Atom(axiom.name, axiom.parameters))
+        task.goal = pddl.Conjunction(atoms)
+
+    combined = "(and\n    " + "\n    ".join(goals) + ")"
+    original = normalize.substitute_complicated_goal
+    normalize.substitute_complicated_goal = one_axiom_per_goal
+    try:
+        with argv_guard():
+            task, sas = pddl2sas(domain, problem_with_goal(combined), verbose=False, optimize=False)
+    finally:
+        normalize.substitute_complicated_goal = original
+    where: dict[str, tuple[int, int]] = {}
+    for match in _VARIABLE.finditer(sas):
+        for value, name in enumerate(match.group(2).splitlines()):
+            found = re.fullmatch(r"Atom (new-axiom@\d+)\(\)", name)
+            if found:
+                where[found.group(1)] = (int(match.group(1)), value)
+    missing = [n for n in names if n not in where]
+    if missing:
+        raise ValueError(f"no SAS variable for the goal axiom(s) {missing}")
+    return SceneTranslation(task, sas, {g: where[n] for g, n in zip(goals, names, strict=True)})
+
+
+@contextmanager
+def argv_guard() -> Iterator[None]:
+    """TextWorld's fast-downward translation overwrites ``sys.argv``; put it back."""
+    saved = list(sys.argv)
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# 2. and 3. Grammar parses and derivation contexts
+
+
+class _ParseMemo:
+    """An LRU cache in front of one TatSu ``_parse_and_convert`` function; every caller gets its own deep copy."""
+
+    def __init__(self, parse: Callable, size: int = PARSE_CACHE_SIZE) -> None:
+        self.parse, self.size = parse, size
+        self.results: OrderedDict[tuple, object] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def __call__(self, *args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        if key in self.results:
+            self.results.move_to_end(key)
+            self.hits += 1
+        else:
+            self.misses += 1
+            self.results[key] = self.parse(*args, **kwargs)
+            if len(self.results) > self.size:
+                self.results.popitem(last=False)
+        return copy.deepcopy(self.results[key])
+
+
+def _light_copy_context(context: dict) -> dict:
+    """``textgen.copy_context`` with new ``variables`` / ``mapping`` dicts holding the same (read-only) values."""
+    return {"state": context["state"], "facts": context["facts"], "variables": dict(context["variables"]),
+            "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
+
+
+@cache
+def _memos() -> tuple[_ParseMemo, _ParseMemo]:
+    import textworld.logic as logic
+    from textworld.envs.pddl import textgen
+
+    return _ParseMemo(logic._parse_and_convert), _ParseMemo(textgen._parse_and_convert)  # noqa: SLF001
+
+
+class GrammarTemplate:
+    """A game grammar document that differs from game to game only in the sentence replacing ``placeholder``."""
+
+    _PLAIN = re.compile(r'[^"\\#{}\[\]|<>\x00-\x1f]*')  # nothing JSON, TatSu or the grammar would read as syntax
+
+    def __init__(self, template: str, placeholder: str) -> None:
+        self.template, self.placeholder = template, placeholder
+        found = re.findall(r'"([A-Za-z][\w.]*)": \[\s*\{\s*"rhs": "([^"\\]*)"\s*\}\s*\]', template)
+        rules = [(name, rhs) for name, rhs in found if placeholder in rhs]
+        self.usable = template.count(placeholder) == 1 and len(rules) == 1
+        self.rule, self.rhs = rules[0] if self.usable else ("", "")
+        self._parsed: tuple | None = None
+
+    def parse(self, sentence: str, parse: Callable) -> tuple:
+        """What ``parse(template.replace(placeholder, sentence), rule_name="pddlStart")`` returns."""
+        from textworld.envs.pddl.textgen import ContextSensitiveGrammar
+
+        if not (self.usable and self._PLAIN.fullmatch(sentence)):
+            return parse(self.template.replace(self.placeholder, sentence), rule_name="pddlStart")
+        if self._parsed is None:
+            self._parsed = parse(self.template, rule_name="pddlStart")
+        actions, grammar = copy.deepcopy(self._parsed)
+        rule = {self.rule: [{"rhs": self.rhs.replace(self.placeholder, sentence)}]}
+        grammar._rules[self.rule] = ContextSensitiveGrammar.parse(json.dumps(rule))._rules[self.rule]  # noqa: SLF001
+        return actions, grammar
+
+
+@contextmanager
+def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None = None) -> Iterator[None]:
+    """Inside: Fast Downward's ``pddl2sas`` is ``pddl2sas`` (the engine's translation lookup), TextWorld's grammar
+    parses are memoised, its derivation contexts light, and ``grammar`` = (document, template, sentence) is parsed
+    from its template. Everything is put back on exit."""
+    reason = unsupported()
+    if reason:
+        raise RuntimeError(f"the TextWorld speed-ups cannot be used: {reason}")
+    import fast_downward
+    import textworld.logic as logic
+    from textworld.envs.pddl import logic as pddl_logic
+    from textworld.envs.pddl import textgen
+
+    logic_memo, textgen_memo = _memos()
+    original_document_parse = pddl_logic._parse_and_convert  # noqa: SLF001
+
+    def document_parse(text, rule_name=None, **kwargs):
+        if grammar is not None and rule_name == "pddlStart" and not kwargs and text == grammar[0]:
+            return grammar[1].parse(grammar[2], original_document_parse)
+        return original_document_parse(text, rule_name=rule_name, **kwargs)
+
+    swaps = [(fast_downward, "pddl2sas", pddl2sas), (logic, "_parse_and_convert", logic_memo),
+             (textgen, "_parse_and_convert", textgen_memo), (textgen, "copy_context", _light_copy_context),
+             (pddl_logic, "_parse_and_convert", document_parse)]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    for module, name, value in swaps:
+        setattr(module, name, value)
+    try:
+        with argv_guard():
+            yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
