@@ -1,4 +1,5 @@
-"""Test settings shared by every test: a quiet, throw-away Prefect home and no telemetry anywhere."""
+"""Test settings shared by every test (a quiet, throw-away Prefect home and no telemetry anywhere) and the
+RoboScript catalog and benchmark fixtures the robot tests share."""
 
 from __future__ import annotations
 
@@ -20,3 +21,20 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def catalog():
+    """RoboScript's object catalog (tasks/roboscript/assets.yaml)."""
+    from tasks.roboscript.catalog import load_catalog
+
+    return load_catalog()
+
+
+@pytest.fixture(scope="session")
+def tasks(catalog):
+    """RoboScript's benchmark tasks (Table I and the drawer study) by id, on the default worlds params."""
+    from tasks.roboscript.benchmark import load_benchmark
+    from tasks.roboscript.params import WorldsParams
+
+    return {t.id: t for t in load_benchmark(catalog, WorldsParams())}

@@ -19,23 +19,11 @@ from robot.scoring import task_metrics
 from robot.tool_api import Pose
 from robot_goals import SIMPLE_0, goal
 from robot.tools_impl import RobotTools
-from tasks.roboscript.benchmark import load_benchmark
-from tasks.roboscript.catalog import load_catalog
 from tasks.roboscript.params import WorldsParams
 
 pytestmark = pytest.mark.sim
 
 WRONG = SIMPLE_0.replace("receptacle_name='footed_bowl'", "receptacle_name='white_plate'")
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog()
-
-
-@pytest.fixture(scope="module")
-def tasks(catalog):
-    return {t.id: t for t in load_benchmark(catalog, WorldsParams())}
 
 
 @pytest.fixture(scope="module")
