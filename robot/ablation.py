@@ -23,8 +23,8 @@ from tasks.roboscript.catalog import Catalog
 from tasks.roboscript.params import WorldsParams
 
 STUDY_TITLES = {"pick_place": "pick and place", "drawer": "open drawer and place"}
-SETTING_TITLES = {"gt": "GT detection & planning", "gt_planning_scene": "GT planning scene",
-                  "gt_detection": "GT detection", "no_gt": "No GT"}
+SETTING_TITLES = {"gt": "GT detection & planning", "gt_planning_scene": "GT planning scene (perceived detection)",
+                  "gt_detection": "GT detection (perceived planning scene)", "no_gt": "No GT"}
 
 
 @dataclass(frozen=True)
@@ -128,14 +128,14 @@ def markdown(summary: dict, settings: list[str], repeats: int) -> str:
                      + " |")
         lines.append("")
     if summary["drop_points"]:
-        lines += ["Drop against GT detection & planning (percentage points):", ""]
+        lines += ["Drop against GT detection & planning (percentage points; negative: better than GT):", ""]
         for setting, per in summary["drop_points"].items():
             lines.append(f"- {SETTING_TITLES[setting]}: " + ", ".join(f"{STUDY_TITLES[k]} {v:+.1f}"
                                                                      for k, v in sorted(per.items())))
         lines.append("")
     lines += ["The paper (Franka in Gazebo, AnyGrasp, 10 objects x 10 repeats) reports drops of 10.1 (pick and "
-              "place) and 6.0 (drawer) points with perceived detection, and 14.0 / 15.0 points with the perceived "
-              "planning scene.", ""]
+              "place) and 6.0 (drawer) points with perceived detection (GT planning scene), and 14.0 / 15.0 points "
+              "with the perceived planning scene (No GT in its Fig. 7, GT detection in Fig. 8).", ""]
     return "\n".join(lines)
 
 
