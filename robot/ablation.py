@@ -157,7 +157,7 @@ def plot(summary: dict, settings: list[str], path) -> None:
     import numpy as np
 
     studies = _studies(summary)
-    fig, axes = plt.subplots(1, len(studies), figsize=(7 * len(studies), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(studies), figsize=(7 * len(studies), 4.4), squeeze=False)
     width = 0.8 / len(settings)
     for ax, study in zip(axes[0], studies, strict=True):
         objects = sorted({a for per in summary["success"].values() for a in per.get(study, {})})
@@ -171,8 +171,10 @@ def plot(summary: dict, settings: list[str], path) -> None:
         ax.set_ylim(0, 1.15)
         ax.set_ylabel("success rate")
         ax.set_title(f"perception ablation: {STUDY_TITLES[study]}")
-        ax.legend(fontsize=7, loc="upper right", framealpha=0.9)
-    fig.tight_layout()
+    # One legend for all panels, under them: inside a panel it hides the bars that reach 1.0.
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(settings), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -209,6 +209,14 @@ def free_spot(region: tuple[float, float, float, float], footprint: tuple[float,
     ``pad`` on each side, when they go below the rim), clear of what is already there by at least FREE_GAP
     fingers included, and as near ``anchor`` (a corner) as possible, so later objects keep the most room. With no
     clear spot, the spot of largest clearance; a region smaller than the footprint gives its centre."""
+    return free_spots(region, footprint, occupied, anchor, pad, fingers_inside, step)[0]
+
+
+def free_spots(region: tuple[float, float, float, float], footprint: tuple[float, float],
+               occupied: list[np.ndarray], anchor: tuple[float, float], pad: tuple[float, float] = (0.0, 0.0),
+               fingers_inside: bool = False, step: float = 0.01) -> list[tuple[float, float]]:
+    """Every candidate spot of :func:`free_spot`, best first (its first is :func:`free_spot`'s answer): for a
+    caller that checks each against the arm's reach and collisions and takes the first that passes."""
     x0, y0, x1, y1 = region
     cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
     hx, hy = footprint[0] / 2, footprint[1] / 2
@@ -217,14 +225,16 @@ def free_spot(region: tuple[float, float, float, float], footprint: tuple[float,
     fx, fy = (gx, gy) if fits else (hx, hy)
     xs = np.arange(x0 + fx, x1 - fx + 1e-9, step) if x1 - x0 > 2 * fx else np.array([cx])
     ys = np.arange(y0 + fy, y1 - fy + 1e-9, step) if y1 - y0 > 2 * fy else np.array([cy])
-    best, best_key = (cx, cy), None
+    scored = []
     for x in xs:
         for y in ys:
             clearance = min((_rect_gap((x - gx, y - gy, x + gx, y + gy), b) for b in occupied), default=1.0)
             key = (clearance >= FREE_GAP, min(clearance, FREE_GAP), -math.hypot(x - anchor[0], y - anchor[1]))
-            if best_key is None or key > best_key:
-                best, best_key = (float(x), float(y)), key
-    return best
+            scored.append((key, (float(x), float(y))))
+    if not scored:
+        return [(cx, cy)]
+    # stable: among equal keys the first in grid order wins, as in a strict ">" scan
+    return [spot for _, spot in sorted(scored, key=lambda item: item[0], reverse=True)]
 
 
 def _rect_gap(rect, box: np.ndarray) -> float:

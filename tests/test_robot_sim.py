@@ -72,6 +72,38 @@ def test_workspace_limits_refuse_an_out_of_range_pose_before_moving(runner, task
     assert np.linalg.norm(np.subtract(backend.tool_pose().position, (0.45, 0.1, 1.0))) < 0.01
 
 
+def test_a_place_spot_the_arm_cannot_take_gives_way_to_the_next_free_one(runner, tasks, monkeypatch):
+    """parse_place_pose ranks spots by the boxes alone; when the planning scene blocks the best one (here a post
+    at a fingertip that no box shows), it returns the best spot the arm reaches without collision."""
+    from robot import grasps, tools_impl
+    from robot.perception.scene import PlanningScene, ScenePiece
+
+    backend = runner.backend
+    backend.load_world(tasks["Simple_0"].world)
+    runner._world_key = None
+    backend.reset(0)
+    tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
+    namespace = {name: getattr(tools, name) for name in dir(tools) if not name.startswith("_")}
+    exec(SIMPLE_0.split("place_pose =")[0], namespace)  # detect, grasp and hold the apple
+    monkeypatch.setattr(tools_impl, "PLACE_CANDIDATES", 1)
+    best = tools.parse_place_pose("apple", receptacle_name="footed_bowl")
+    assert backend.reachable(best, frozenset())
+    closing = grasps.matrix_from_quat(best.orientation)[:, 1]
+    tip = np.array(best.position) + closing * (backend.gripper_opening() / 2 + 0.006)
+    backend.set_planning_scene(PlanningScene([ScenePiece("post", np.array([[*(tip - 0.004), *(tip + 0.004)]]))]))
+    try:
+        assert tools.parse_place_pose("apple", receptacle_name="footed_bowl") == best  # one spot: no way round
+        assert not backend.reachable(best, frozenset())
+        monkeypatch.undo()
+        chosen = tools.parse_place_pose("apple", receptacle_name="footed_bowl")
+        assert chosen != best and backend.reachable(chosen, frozenset())
+        assert chosen.orientation == best.orientation and chosen.position[2] == pytest.approx(best.position[2])
+        assert np.linalg.norm(np.subtract(chosen.position, best.position)) < 0.05  # a neighbouring spot
+        tools.move_to_pose(chosen)
+    finally:
+        backend.set_planning_scene(None)
+
+
 def test_nan_and_malformed_arguments_are_argument_errors(runner, tasks):
     backend = runner.backend
     backend.load_world(tasks["Simple_0"].world)
