@@ -36,19 +36,19 @@ def rrt_connect(start: Config, goal: Config, segment_free: Callable[[Config, Con
                 lower: np.ndarray, upper: np.ndarray, rng: np.random.Generator, step: float = 0.2,
                 time_limit_s: float = 4.0, goal_bias: float = 0.1) -> list[Config] | None:
     """Waypoints from start to goal whose straight segments are all free, or None within the time limit."""
-    trees = (_Tree(start), _Tree(goal))
+    from_start, from_goal = _Tree(start), _Tree(goal)
+    a, b = from_start, from_goal  # the tree that grows this round, and the one that tries to reach it
     deadline = time.monotonic() + time_limit_s
     while time.monotonic() < deadline:
-        a, b = trees
-        target = goal if (a is trees[0] and rng.random() < goal_bias) else rng.uniform(lower, upper)
+        target = goal if (a is from_start and rng.random() < goal_bias) else rng.uniform(lower, upper)
         new = _extend(a, target, segment_free, step)
         if new is not None:
             reached = _connect(b, a.nodes[new], segment_free, step)
             if reached is not None:
-                first, second = (a, b) if a is trees[0] else (b, a)
-                i_first, i_second = (new, reached) if a is trees[0] else (reached, new)
-                return first.path_to(i_first) + second.path_to(i_second)[::-1][1:]
-        trees = (b, a)
+                # the trees alternate roles: the path always runs from the start tree's root to the goal tree's
+                i_start, i_goal = (new, reached) if a is from_start else (reached, new)
+                return from_start.path_to(i_start) + from_goal.path_to(i_goal)[::-1][1:]
+        a, b = b, a
     return None
 
 

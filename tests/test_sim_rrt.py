@@ -1,0 +1,54 @@
+"""RRT-Connect and shortcutting of the sim planner (robot/backends/sim_rrt.py) on a 2-D joint space with a wall:
+every path runs from the start to the goal through free segments, whichever tree made the connection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robot.backends.sim_rrt import rrt_connect, shortcut
+
+LOWER, UPPER = np.array([-1.0, -1.0]), np.array([1.0, 1.0])
+WALL = (-0.05, -0.8, 0.05, 1.0)  # x0, y0, x1, y1: a wall between start and goal with a gap at the bottom
+
+
+def _free_point(q: np.ndarray) -> bool:
+    return not (WALL[0] <= q[0] <= WALL[2] and WALL[1] <= q[1] <= WALL[3])
+
+
+def _segment_free(a: np.ndarray, b: np.ndarray) -> bool:
+    return all(_free_point(a + t * (b - a)) for t in np.linspace(0.0, 1.0, 25))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_paths_run_from_the_start_to_the_goal_round_the_wall(seed):
+    start, goal = np.array([-0.6, 0.5]), np.array([0.6, 0.5])
+    rng = np.random.default_rng(seed)
+    path = rrt_connect(start, goal, _segment_free, LOWER, UPPER, rng, step=0.1)
+    assert path is not None
+    assert np.allclose(path[0], start) and np.allclose(path[-1], goal)  # not reversed, whichever tree connected
+    assert all(_segment_free(a, b) for a, b in zip(path, path[1:], strict=False))
+    assert min(q[1] for q in path) < WALL[1]  # it went through the gap
+    smooth = shortcut(path, _segment_free, rng)
+    assert np.allclose(smooth[0], start) and np.allclose(smooth[-1], goal) and len(smooth) <= len(path)
+    assert all(_segment_free(a, b) for a, b in zip(smooth, smooth[1:], strict=False))
+
+
+def test_no_seed_gives_a_path_that_starts_at_the_goal():
+    """The regression this guards: when the goal's tree made the connection, the path used to come out from the
+    goal to the start, and the arm drove to its target and back."""
+    start, goal = np.array([-0.6, 0.5]), np.array([0.6, 0.5])
+    firsts = set()
+    for seed in range(12):
+        path = rrt_connect(start, goal, _segment_free, LOWER, UPPER, np.random.default_rng(seed), step=0.1)
+        firsts.add(tuple(np.round(path[0], 6)))
+    assert firsts == {tuple(start)}
+
+
+def test_an_enclosed_goal_is_none_within_the_time_limit():
+    boxed = lambda a, b: _segment_free(a, b) and all(  # noqa: E731 - a goal inside a closed square
+        not (0.4 <= p[0] <= 0.8 and 0.3 <= p[1] <= 0.7) or (0.45 < p[0] < 0.75 and 0.35 < p[1] < 0.65)
+        for p in (a + t * (b - a) for t in np.linspace(0.0, 1.0, 25)))
+    path = rrt_connect(np.array([-0.6, 0.5]), np.array([0.6, 0.5]), boxed, LOWER, UPPER,
+                       np.random.default_rng(0), step=0.1, time_limit_s=0.5)
+    assert path is None
