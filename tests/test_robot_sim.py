@@ -104,6 +104,24 @@ def test_a_place_spot_the_arm_cannot_take_gives_way_to_the_next_free_one(runner,
         backend.set_planning_scene(None)
 
 
+def test_after_pulling_a_drawer_to_the_arms_inner_limit_the_hand_slides_off_the_handle_and_goes_home(runner, tasks):
+    """Moderate_2's cabinet: pulling its drawer 20 cm leaves the hand where it can neither back out nor rise; the
+    straight way home sweeps a finger through the handle. Going home first slides the hand off the bar."""
+    backend = runner.backend
+    backend.load_world(tasks["Moderate_2"].world)
+    runner._world_key = None
+    backend.reset(0)
+    tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
+    namespace = {name: getattr(tools, name) for name in dir(tools) if not name.startswith("_")} | {"np": np}
+    opening = shapes.DRAWER_CODE.format(drawer=shapes.DRAWER, handle=shapes.HANDLE, name="", phrase="")
+    exec(opening.split("reset_to_default_pose()")[0], namespace)  # grasp the handle, pull, let go
+    drawer = {j.part: j for j in backend.joint_states()}[shapes.DRAWER]
+    assert drawer.value >= 0.1
+    tools.reset_to_default_pose()
+    assert np.abs(backend.q() - backend.robot.home).max() < 1e-3
+    assert {j.part: j for j in backend.joint_states()}[shapes.DRAWER].value == pytest.approx(drawer.value, abs=0.005)
+
+
 def test_nan_and_malformed_arguments_are_argument_errors(runner, tasks):
     backend = runner.backend
     backend.load_world(tasks["Simple_0"].world)

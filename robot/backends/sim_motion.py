@@ -18,6 +18,7 @@ import numpy as np
 from robot.backends.sim_ik import IKSolver
 from robot.backends.sim_rrt import rrt_connect, shortcut
 from robot.errors import PlanningError
+from robot.grasps import matrix_from_quat as _matrix
 from robot.tool_api import Pose
 from tasks.roboscript.world import CABINET
 
@@ -30,6 +31,8 @@ MAX_JUMP = 0.35
 PENETRATION = 0.003
 CLEARANCE = 0.05
 IK_RESTARTS = 12
+RETREAT_M = 0.08
+"""How far the hand backs out along its approach axis before going home when the straight way home collides."""
 
 
 def quat_angle(a, b) -> float:
@@ -187,13 +190,41 @@ class MotionPlanner:
         return None if found is None else found[1]
 
     def move_joints(self, q_goal: np.ndarray, ignore: frozenset[str]) -> None:
+        """Joint motion to ``q_goal`` (going home): straight in joint space; if that collides, first back the hand
+        out along its approach axis (fingers still round a handle or in a receptacle just let go of, as MoveIt's
+        post-grasp retreat does), then straight again or a detour."""
         self.check_start(ignore)
-        q0 = self.sim.q()
-        path = self.joint_path(q0, q_goal)
-        if self._check_path(path, ignore) is None:
+        path = self.joint_path(self.sim.q(), q_goal)
+        blocked = self._check_path(path, ignore)
+        if blocked is not None and self._retreat(ignore):
+            path = self.joint_path(self.sim.q(), q_goal)
+            blocked = self._check_path(path, ignore)
+        if blocked is None:
             self.sim.execute(path)
             return
-        self._detour(q_goal, None, ignore, "")
+        self._detour(q_goal, None, ignore, blocked)
+
+    def _retreat(self, ignore: frozenset[str]) -> bool:
+        """Back the hand straight out by up to RETREAT_M: along its approach axis first, else up, else sideways
+        along its finger plane or its closing axis (an arm at its inner reach limit, after pulling a drawer, can
+        only slide off the handle's bar) -- the first direction that moves it at least 2 cm, as far as that is
+        reachable and collision-free. Whether it moved."""
+        tool = self.sim.tool_pose()
+        rotation = _matrix(tool.orientation)
+        directions = [-rotation[:, 2], np.array([0.0, 0.0, 1.0]), rotation[:, 0], -rotation[:, 0],
+                      rotation[:, 1], -rotation[:, 1]]
+        start = np.array(tool.position)
+        for direction in directions:
+            back = Pose(tuple(float(v) for v in start + RETREAT_M * direction), tool.orientation)
+            path, fraction, _ = self.cartesian_path([back], self.sim.q(), partial=True)
+            found = self._first_collision(path, ignore)
+            if found is not None:
+                fraction *= found[0] / max(len(path), 1)
+                path = path[:found[0]]
+            if path and fraction * RETREAT_M >= 0.02:
+                self.sim.execute(path)
+                return True
+        return False
 
     def approach(self, pre: Pose, target: Pose, ignore: frozenset[str]) -> tuple[float, str]:
         """Move to ``pre`` then straight to ``target`` (a grasp). Both are solved on one branch of the arm's
