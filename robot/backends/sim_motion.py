@@ -31,8 +31,9 @@ MAX_JUMP = 0.35
 PENETRATION = 0.003
 CLEARANCE = 0.05
 IK_RESTARTS = 12
-RETREAT_M = 0.08
-"""How far the hand backs out along its approach axis before going home when the straight way home collides."""
+BACK_OUT_M = 0.08
+"""How far the hand backs straight out (approach axis, up or sideways) before going home when the straight way home
+collides. (Not sim.RETREAT_M: how far a hand that let go of an object may still touch it.)"""
 
 
 def quat_angle(a, b) -> float:
@@ -191,8 +192,8 @@ class MotionPlanner:
 
     def move_joints(self, q_goal: np.ndarray, ignore: frozenset[str]) -> None:
         """Joint motion to ``q_goal`` (going home): straight in joint space; if that collides, first back the hand
-        out along its approach axis (fingers still round a handle or in a receptacle just let go of, as MoveIt's
-        post-grasp retreat does), then straight again or a detour."""
+        out (``_retreat``: fingers still round a handle or in a receptacle just let go of, as MoveIt's post-grasp
+        retreat does), then straight again or a detour."""
         self.check_start(ignore)
         path = self.joint_path(self.sim.q(), q_goal)
         blocked = self._check_path(path, ignore)
@@ -205,7 +206,7 @@ class MotionPlanner:
         self._detour(q_goal, None, ignore, blocked)
 
     def _retreat(self, ignore: frozenset[str]) -> bool:
-        """Back the hand straight out by up to RETREAT_M: along its approach axis first, else up, else sideways
+        """Back the hand straight out by up to BACK_OUT_M: along its approach axis first, else up, else sideways
         along its finger plane or its closing axis (an arm at its inner reach limit, after pulling a drawer, can
         only slide off the handle's bar) -- the first direction that moves it at least 2 cm, as far as that is
         reachable and collision-free. Whether it moved."""
@@ -215,16 +216,23 @@ class MotionPlanner:
                       rotation[:, 1], -rotation[:, 1]]
         start = np.array(tool.position)
         for direction in directions:
-            back = Pose(tuple(float(v) for v in start + RETREAT_M * direction), tool.orientation)
-            path, fraction, _ = self.cartesian_path([back], self.sim.q(), partial=True)
-            found = self._first_collision(path, ignore)
-            if found is not None:
-                fraction *= found[0] / max(len(path), 1)
-                path = path[:found[0]]
-            if path and fraction * RETREAT_M >= 0.02:
+            back = Pose(tuple(float(v) for v in start + BACK_OUT_M * direction), tool.orientation)
+            path, fraction, _ = self._free_straight([back], ignore)
+            if path and fraction * BACK_OUT_M >= 0.02:
                 self.sim.execute(path)
                 return True
         return False
+
+    def _free_straight(self, waypoints: list[Pose], ignore: frozenset[str]) -> tuple[list[np.ndarray], float, str]:
+        """The reachable part of the straight path from here along the waypoints, cut before its first collision:
+        (joint path, fraction of the length it covers, why it stops short)."""
+        path, fraction, problem = self.cartesian_path(waypoints, self.sim.q(), partial=True)
+        found = self._first_collision(path, ignore)
+        if found is not None:
+            index, hit = found
+            fraction *= index / max(len(path), 1)
+            path, problem = path[:index], f"the arm would collide with {hit}"
+        return path, fraction, problem
 
     def approach(self, pre: Pose, target: Pose, ignore: frozenset[str]) -> tuple[float, str]:
         """Move to ``pre`` then straight to ``target`` (a grasp). Both are solved on one branch of the arm's
@@ -258,12 +266,7 @@ class MotionPlanner:
         """Execute as much of the straight path as is reachable and collision-free (MoveIt's Cartesian planning
         does the same); returns the fraction done and why it stopped. Nothing possible raises PlanningError."""
         self.check_start(ignore)
-        path, fraction, problem = self.cartesian_path(waypoints, self.sim.q(), partial=True)
-        found = self._first_collision(path, ignore)
-        if found is not None:
-            index, hit = found
-            fraction *= index / max(len(path), 1)
-            path, problem = path[:index], f"the arm would collide with {hit}"
+        path, fraction, problem = self._free_straight(waypoints, ignore)
         if not path:
             raise PlanningError(f"the Cartesian path is impossible from the start: {problem}")
         self.sim.execute(path)
