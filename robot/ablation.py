@@ -40,21 +40,10 @@ class AblationTrial:
 def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple[list[AblationTrial], list[dict]]:
     """Every (setting, study, object) trial, and the (study, object) pairs that are not applicable."""
     ab = ep.ablation
-    base, skipped = [], []
-    cabinet = catalog[shapes.CABINET_ASSET]
     try:
-        assets = shapes.study_assets(catalog, ab.objects)
+        base, skipped = shapes.study_trials(catalog, worlds, ab.objects, ab.studies)
     except ValueError as exc:
         raise ConfigError(f"roboscript.eval.ablation.objects: {exc}.") from None
-    for asset in assets:
-        if "pick_place" in ab.studies:
-            base.append(shapes.pick_place_trial(asset, worlds))
-        if "drawer" in ab.studies:
-            trial = shapes.drawer_trial(asset, cabinet, worlds)
-            if trial is None:
-                skipped.append({"study": "drawer", "asset": asset.name, "reason": "does not fit the opened drawer"})
-            else:
-                base.append(trial)
     return [AblationTrial(setting, t) for setting in ab.settings for t in base], skipped
 
 

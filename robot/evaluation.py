@@ -100,9 +100,7 @@ def load_snippets(path: Path, tasks: list[BenchmarkTask]) -> tuple[dict[str, Tas
 def goal_for(task: BenchmarkTask, code: str, ep: RobotEvalParams) -> dict:
     items = [{k: v for k, v in asdict(i).items() if v is not None} for i in task.evaluation]
     return {"episode_id": task.id, "task_id": task.id, "world": task.world.to_json(), "code": code,
-            "repeats": ep.repeats, "perception": ep.perception, "noise": ep.noise.model_dump(),
-            "pipeline": ep.pipeline.model_dump(mode="json"), "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,
-            "timeout_s": ep.episode_timeout_s, "memory_mb": ep.memory_mb, "evaluation": items}
+            "repeats": ep.repeats, **ep.episode_settings(), "evaluation": items}
 
 
 def pool_size(ep: RobotEvalParams) -> int:

@@ -239,6 +239,13 @@ class RobotEvalParams(_Strict):
     shapes: ShapesParams = ShapesParams()
     ablation: AblationParams = AblationParams()
 
+    def episode_settings(self) -> dict:
+        """The runner-goal fields (``robot/episode.py``) every episode of this evaluation shares: how perception
+        works, the jitter, seed and limits."""
+        return {"perception": self.perception, "noise": self.noise.model_dump(),
+                "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
+                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb}
+
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:

@@ -126,12 +126,20 @@ def drawer_trial(asset: Asset, cabinet: Asset, worlds: WorldsParams) -> Trial | 
 
 def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple[list[Trial], list[dict]]:
     """Every trial of the study and the (study, asset) pairs that are not applicable."""
+    return study_trials(catalog, worlds, ep.shapes.objects, ep.shapes.studies)
+
+
+def study_trials(catalog: Catalog, worlds: WorldsParams, objects: str | list[str], studies: list[str]
+                 ) -> tuple[list[Trial], list[dict]]:
+    """The pick-and-place and drawer trials of ``studies`` for ``objects`` (``"all"`` or asset names; unknown ones
+    raise ValueError), and the (study, asset) pairs that are not applicable. The shape study and the perception
+    ablation both run these."""
     out, skipped = [], []
     cabinet = catalog[CABINET_ASSET]
-    for asset in study_assets(catalog, ep.shapes.objects):
-        if "pick_place" in ep.shapes.studies:
+    for asset in study_assets(catalog, objects):
+        if "pick_place" in studies:
             out.append(pick_place_trial(asset, worlds))
-        if "drawer" in ep.shapes.studies:
+        if "drawer" in studies:
             trial = drawer_trial(asset, cabinet, worlds)
             if trial is None:
                 skipped.append({"study": "drawer", "asset": asset.name, "reason": "does not fit the opened drawer"})
@@ -142,10 +150,8 @@ def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple
 
 def goal(trial: Trial, ep: RobotEvalParams) -> dict:
     return {"episode_id": f"{trial.study}/{trial.asset}", "task_id": trial.study, "world": trial.world.to_json(),
-            "code": trial.code, "repeats": ep.shapes.repeats, "perception": ep.perception,
-            "noise": ep.noise.model_dump(), "pipeline": ep.pipeline.model_dump(mode="json"),
-            "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "timeout_s": ep.episode_timeout_s,
-            "memory_mb": ep.memory_mb, "evaluation": trial.evaluation}
+            "code": trial.code, "repeats": ep.shapes.repeats, **ep.episode_settings(),
+            "evaluation": trial.evaluation}
 
 
 def success_rate(result: dict) -> float | None:
