@@ -60,13 +60,14 @@ class Reconstruction:
         mesh = mesh.simplify_vertex_clustering(voxel_size=params.mesh_voxel_m)
         vertices, triangles = np.asarray(mesh.vertices), np.asarray(mesh.triangles)
         if params.self_filter and self.robot_boxes is not None and len(self.robot_boxes):
-            on_robot = _inside(vertices, self.robot_boxes, params.self_filter_margin_m)
+            on_robot = in_boxes(vertices, self.robot_boxes, params.self_filter_margin_m)
             triangles = triangles[~np.any(on_robot[triangles], axis=1)]
         return vertices, triangles
 
 
-def _inside(points: np.ndarray, boxes: np.ndarray, margin: float) -> np.ndarray:
-    """(N,) bool: the point lies in any of the (L, 6) boxes grown by ``margin``."""
+def in_boxes(points: np.ndarray, boxes: np.ndarray, margin: float = 0.0) -> np.ndarray:
+    """(N,) bool: the point lies in any of the boxes ((L, 6), or one (6,) box) grown by ``margin``."""
+    boxes = np.atleast_2d(boxes)
     if len(points) == 0 or len(boxes) == 0:
         return np.zeros(len(points), dtype=bool)
     lo, hi = boxes[:, None, :3] - margin, boxes[:, None, 3:] + margin
@@ -125,7 +126,7 @@ def fuse(frames: list[CameraFrame], params: FusionParams, bounds: tuple[np.ndarr
         cloud.estimate_normals(o3d.geometry.KDTreeSearchParamHybrid(radius=3 * params.voxel_m, max_nn=30))
     normals = np.asarray(cloud.normals)
     if params.self_filter and robot_boxes is not None and len(robot_boxes):
-        keep = ~_inside(points, robot_boxes, params.self_filter_margin_m)
+        keep = ~in_boxes(points, robot_boxes, params.self_filter_margin_m)
         points, colors, normals = points[keep], colors[keep], normals[keep]
     support_z = support_plane(points, normals, params.voxel_m)
     support = (np.abs(points[:, 2] - support_z) <= 1.5 * params.voxel_m if support_z is not None

@@ -25,7 +25,7 @@ import numpy as np
 from robot.backends.base import JointState
 from robot.params import SegmentationParams
 from robot.perception.cameras import CameraFrame, project
-from robot.perception.fusion import Reconstruction, fit_plane
+from robot.perception.fusion import Reconstruction, fit_plane, in_boxes
 from robot.perception.grounding import Detection
 from robot.perception.matching import Match, presence
 from robot.tool_api import Pose
@@ -174,7 +174,7 @@ def plane_normal(inst: Instance, position: np.ndarray, radii=(0.03, 0.05, 0.08))
 def front_plane(part: Instance, handle: Instance, margin: float = 0.01) -> tuple[np.ndarray, float] | None:
     """Plane (unit normal n, offset d: n.x + d = 0) of a drawer's or door's front: RANSAC on the part's points
     with near-horizontal normals, away from the handle (whose bar and posts would tilt the fit)."""
-    near_handle = np.all((part.points >= handle.box[:3] - margin) & (part.points <= handle.box[3:] + margin), axis=1)
+    near_handle = in_boxes(part.points, handle.box, margin)
     upright = np.abs(part.normals[:, 2]) < 0.3
     face = part.points[~near_handle & upright]
     if len(face) < 30:
@@ -215,12 +215,13 @@ def separate(instances: list[Instance]) -> list[Instance]:
     own = [~np.isin(inst.indices, list(shared)) for inst in instances]
     centroids = [inst.points[m].mean(axis=0) if m.any() else inst.centre for inst, m in zip(instances, own,
                                                                                              strict=True)]
+    members = [set(inst.indices.tolist()) for inst in instances]
     out = []
     for k, inst in enumerate(instances):
         keep = own[k].copy()
         for j in np.nonzero(~own[k])[0]:
             p = inst.points[j]
-            rivals = [r for r, other in enumerate(instances) if r != k and inst.indices[j] in set(other.indices)]
+            rivals = [r for r in range(len(instances)) if r != k and inst.indices[j] in members[r]]
             mine = np.linalg.norm(p - centroids[k])
             keep[j] = all(mine <= np.linalg.norm(p - centroids[r]) for r in rivals)
         out.append(_subset(inst, keep) if keep.sum() >= 8 else inst)
@@ -234,7 +235,7 @@ def without_parts(body: Instance, parts: list[Instance], margin: float = 0.005) 
     keep = ~np.isin(body.indices, np.concatenate([p.indices for p in parts])) if parts else np.ones(len(body.points),
                                                                                                   bool)
     for part in parts:
-        keep &= ~np.all((body.points >= part.box[:3] - margin) & (body.points <= part.box[3:] + margin), axis=1)
+        keep &= ~in_boxes(body.points, part.box, margin)
     return _subset(body, keep) if keep.sum() >= 8 else body
 
 

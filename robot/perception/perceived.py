@@ -53,12 +53,16 @@ class PerceivedPerception(Perception):
         if names is None:
             return [n for n in self.names() if n != "table"]
         out = [n for n in names if n != "table"]
-        parts = [n for j in self.backend.world.joints for n in (j.part, j.handle)]
+        parts = self._articulated()
         if self.detection_perceived and (CABINET in out or set(parts) & set(out)):
             # an articulated object is perceived whole: a joint needs its part and handle, the carcass is the body
             # without its parts, and drawers side by side are told apart
             out += [n for n in (CABINET, *parts) if n not in out]
         return out
+
+    def _articulated(self) -> list[str]:
+        """The parts and handles of the world's joints."""
+        return [n for j in self.backend.world.joints for n in (j.part, j.handle)]
 
     def detect(self, names: list[str] | None) -> None:
         # what is already known is detected again too, so that the planning scene's pieces keep their names
@@ -123,8 +127,7 @@ class PerceivedPerception(Perception):
         if not self.detection_perceived:
             return self.truth.joints()
         if not self._joints and self.backend.world.joints:
-            parts = [n for j in self.backend.world.joints for n in (j.part, j.handle)]
-            self.detect(parts)
+            self.detect(self._articulated())
         return list(self._joints.values())
 
     def boxes(self) -> dict[str, np.ndarray]:

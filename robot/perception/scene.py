@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot.perception.fusion import Reconstruction
+from robot.perception.fusion import Reconstruction, in_boxes
 from robot.perception.instances import Instance
 
 OCTOMAP = "octomap"
@@ -81,9 +81,7 @@ def owners(points: np.ndarray, instances: dict[str, Instance], margin: float) ->
     names = sorted(instances)
     volume = [float(np.prod(np.maximum(instances[n].box[3:] - instances[n].box[:3], 1e-3))) for n in names]
     for i in sorted(range(len(names)), key=lambda i: -volume[i]):  # smaller instances overwrite larger ones
-        box = instances[names[i]].box
-        inside = np.all((points >= box[:3] - margin) & (points <= box[3:] + margin), axis=1)
-        owner[inside] = i
+        owner[in_boxes(points, instances[names[i]].box, margin)] = i
         owner[instances[names[i]].indices] = i
     return owner
 
