@@ -76,7 +76,7 @@ def child() -> None:
 
     from flows._runtime import configure_logging, shared_prefect_server
     from flows.muep_demos import muep_demos
-    from tasks import paths
+    from tasks.muep import layout
     from tasks.params import load_params
 
     @flow(name="bench-warm-up")
@@ -91,7 +91,7 @@ def child() -> None:
         report = muep_demos()
         wall = time.perf_counter() - start
         spans = _batch_spans()
-    index = pd.read_parquet(paths.MUEP_DATA / "demos" / "episodes.parquet")
+    index = pd.read_parquet(layout.EPISODES)
     per_batch = index.groupby("batch")[list(COSTS)].sum().sum(axis=1).to_dict()
     print(json.dumps({
         "wall": wall, "workers": demos.workers, "task_runner": demos.task_runner, "batch_size": demos.batch_size,
@@ -106,7 +106,7 @@ def child() -> None:
 
 def _submission_order() -> list[str]:
     """Batch ids in the order the flow submits them, by the code under test's own selection and batching."""
-    from tasks import paths
+    from tasks.muep import layout
     from tasks.muep.demos import make_batches, select_episodes
     from tasks.muep.generate import TaskRecord
     from tasks.muep.metadata import SceneRecord
@@ -114,8 +114,8 @@ def _submission_order() -> list[str]:
     from tasks.records import read_table
 
     demos = load_params().muep.demos
-    selected = select_episodes(read_table(paths.MUEP_FILTER / "accepted.parquet", TaskRecord),
-                               read_table(paths.MUEP_METADATA / "scenes.parquet", SceneRecord), demos.episodes,
+    selected = select_episodes(read_table(layout.ACCEPTED, TaskRecord),
+                               read_table(layout.SCENES, SceneRecord), demos.episodes,
                                demos.seen_test_fraction, demos.seed)
     return [b.batch_id for b in make_batches(selected, demos.batch_size)]
 

@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tasks import paths  # noqa: E402
+from tasks.muep import layout
 
 
 def _warm(metadata_dir: str) -> int:
@@ -54,7 +55,7 @@ def bench_harness(agent: str, workers: int, specs, batch_size: int):
     from tasks.params import EvalParams
 
     params = EvalParams()
-    settings = EvalSettings(metadata_dir=str(paths.MUEP_METADATA), params=params)
+    settings = EvalSettings(metadata_dir=str(layout.METADATA), params=params)
     batches = make_batches(specs, [(agent, describe(agent, params).label)], batch_size)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         list(pool.map(_warm, [settings.metadata_dir] * workers * 2))
@@ -67,22 +68,20 @@ def bench_harness(agent: str, workers: int, specs, batch_size: int):
 def bench_mlflow(results, repeat: int) -> tuple[float, float, int]:
     import json
 
-    from mlflow import MlflowClient
-
     from tasks.muep.eval.runs import log_run, metric_values, split_tallies
+    from tasks.params import TrackingParams
 
     with tempfile.TemporaryDirectory(prefix="embp-bench-mlflow-") as tmp:
         tmp = Path(tmp)
         trajectories = tmp / "trajectories.jsonl"
         trajectories.write_text("".join(json.dumps(r.to_json()) + "\n" for r in results))
         start = time.perf_counter()
-        client = MlflowClient(f"sqlite:///{tmp / 'mlflow.db'}")
-        experiment = client.create_experiment("bench", artifact_location=(tmp / "artifacts").as_uri())
+        tracking = TrackingParams(uri=f"sqlite:///{tmp / 'mlflow.db'}", experiment_prefix="bench")
         params = {"agent": "bench", "split": "seen_test", "dataset_version": "x"}
         tags = {"stage": "muep-eval", "agent": "bench", "split": "seen_test"}
-        _, took = log_run(client, experiment, "bench", "seen_test", params, tags, results, trajectories)
+        _, took = log_run(tracking, "bench", "seen_test", params, tags, results, trajectories)
         first = time.perf_counter() - start
-        times = [log_run(client, experiment, "bench", "seen_test", params, tags, results, trajectories)[1]
+        times = [log_run(tracking, "bench", "seen_test", params, tags, results, trajectories)[1]
                  for _ in range(repeat)]
     return first, statistics.median(times), len(metric_values(*split_tallies(results)))
 
@@ -97,8 +96,8 @@ def main() -> None:
     from tasks.muep.demo_reader import read_index
     from tasks.muep.eval.episodes import select
 
-    specs = select(read_index(paths.MUEP_DATA / "demos"), ["seen_test", "unseen_test"], args.episodes or None, 0)
-    print(f"# muep-eval benchmark: {len(specs)} episodes ({paths.rel(paths.MUEP_DATA / 'demos')}), "
+    specs = select(read_index(layout.DEMOS), ["seen_test", "unseen_test"], args.episodes or None, 0)
+    print(f"# muep-eval benchmark: {len(specs)} episodes ({paths.rel(layout.DATA / 'demos')}), "
           f"{os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f}\n")
     print("| what | agent | workers | episodes | steps | wall s | episodes/s | steps/s |")

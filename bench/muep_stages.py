@@ -69,41 +69,41 @@ def _maxrss_mib(who: int) -> float:
 
 
 def _work_metadata() -> dict:
-    from tasks import paths
+    from tasks.muep import layout
     from tasks.muep.metadata import collect_all, write_tables
     from tasks.params import load_params
 
     params = load_params().muep
     metas = collect_all(params.scenes, params.metadata)
-    write_tables(metas, paths.MUEP_METADATA)  # the same function the flow calls
+    write_tables(metas, layout.METADATA)  # the same function the flow calls
     return {"items": len(metas), "detail": f"{sum(len(m.instances) for m in metas)} instances"}
 
 
 def _work_generate() -> dict:
-    from tasks import paths
-    from tasks.io import write_json
+    from core.io import write_json
     from tasks.llm import build_client
+    from tasks.muep import layout
     from tasks.muep.generate import ParseRejectRecord, TaskRecord, generate
     from tasks.muep.metadata import ObjectTypeRecord, SceneRecord
     from tasks.params import load_params
     from tasks.records import read_table, write_records
 
     params = load_params()
-    scenes = read_table(paths.MUEP_METADATA / "scenes.parquet", SceneRecord)
-    object_types = read_table(paths.MUEP_METADATA / "object_types.parquet", ObjectTypeRecord)
-    client = build_client(params.llm, paths.LLM_CACHE)
+    scenes = read_table(layout.SCENES, SceneRecord)
+    object_types = read_table(layout.OBJECT_TYPES, ObjectTypeRecord)
+    client = build_client(params.llm, layout.LLM_CACHE)
     tasks, rejects, report = generate(scenes, object_types, params.muep.generate, params.llm, client)
-    write_records(paths.MUEP_GENERATE / "tasks.parquet", tasks, TaskRecord)
-    write_records(paths.MUEP_GENERATE / "parse_rejects.parquet", rejects, ParseRejectRecord)
-    write_json(paths.MUEP_REPORTS / "generate.json", report)
+    write_records(layout.TASKS, tasks, TaskRecord)
+    write_records(layout.PARSE_REJECTS, rejects, ParseRejectRecord)
+    write_json(layout.REPORTS / "generate.json", report)
     return {"items": len(tasks), "requests": report["requests"], "llm_calls": report["llm_calls"],
             "cache_hits": report["cache_hits"],
             "detail": f"{report['requests']} req, {report['llm_calls']} calls, {report['cache_hits']} hits"}
 
 
 def _work_filter() -> dict:
-    from tasks import paths
-    from tasks.io import write_json
+    from core.io import write_json
+    from tasks.muep import layout
     from tasks.muep.filter import RejectedTask, filter_tasks, scene_facts
     from tasks.muep.generate import TaskRecord
     from tasks.muep.metadata import InstanceRecord, ObjectTypeRecord, SceneRecord
@@ -111,15 +111,15 @@ def _work_filter() -> dict:
     from tasks.records import read_records, read_table, write_records
 
     params = load_params().muep.filter
-    meta = paths.MUEP_METADATA
+    meta = layout.METADATA
     facts = scene_facts(read_table(meta / "scenes.parquet", SceneRecord),
                         read_table(meta / "object_types.parquet", ObjectTypeRecord),
                         read_table(meta / "instances.parquet", InstanceRecord))
-    tasks = read_records(paths.MUEP_GENERATE / "tasks.parquet", TaskRecord)
+    tasks = read_records(layout.TASKS, TaskRecord)
     accepted, rejected, report = filter_tasks(tasks, facts, drop_duplicates=params.drop_duplicates)
-    write_records(paths.MUEP_FILTER / "accepted.parquet", accepted, TaskRecord)
-    write_records(paths.MUEP_FILTER / "rejected.parquet", rejected, RejectedTask)
-    write_json(paths.MUEP_REPORTS / "filter.json", report)
+    write_records(layout.ACCEPTED, accepted, TaskRecord)
+    write_records(layout.REJECTED, rejected, RejectedTask)
+    write_json(layout.REPORTS / "filter.json", report)
     return {"items": len(accepted), "detail": f"{len(tasks)} proposed, {report['rejected_by_reason']['duplicate']} dup"}
 
 
@@ -150,7 +150,7 @@ def child_main(stage: str, mode: str) -> None:
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import tasks.io  # noqa: F401
+    import core.io  # noqa: F401
     import tasks.llm  # noqa: F401
     import tasks.llm.offline  # noqa: F401
     import tasks.muep.filter  # noqa: F401
@@ -240,9 +240,12 @@ def run_child(stage: str, mode: str, root: Path, env: dict[str, str], timeout: f
 
 
 def clear_cache(root: Path) -> None:
-    from tasks import paths  # the cache's place relative to the root, as the stages compute it
+    from tasks import (
+        paths,  # the cache's place relative to the root, as the stages compute it
+    )
+    from tasks.muep import layout
 
-    shutil.rmtree(root / paths.LLM_CACHE.relative_to(paths.ROOT), ignore_errors=True)
+    shutil.rmtree(root / layout.LLM_CACHE.relative_to(paths.ROOT), ignore_errors=True)
 
 
 def bench_scale(scale: str, base: Path, env: dict[str, str], args: argparse.Namespace) -> list[Row]:

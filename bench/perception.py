@@ -42,9 +42,9 @@ def _iou(a, b) -> float:
 
 
 def worlds():
-    from robot import shapes
+    from robot.contract.catalog import load_catalog
     from tasks.roboscript.benchmark import load_benchmark
-    from tasks.roboscript.catalog import load_catalog
+    from tasks.roboscript.eval import shapes
     from tasks.roboscript.params import WorldsParams
 
     catalog = load_catalog()
@@ -58,7 +58,7 @@ def pipeline_rows(params, calls: int) -> list[dict]:
     """``detect_objects()`` of the perceived mode (pipeline + its refinements: handles off their fronts, drawers
     apart, the cabinet without its parts, joints) on every world."""
     from robot.backends import create_backend
-    from robot.params import NoiseParams
+    from robot.contract.params import NoiseParams
     from robot.perception import create_perception
 
     sim = create_backend("sim")
@@ -98,9 +98,9 @@ def pipeline_rows(params, calls: int) -> list[dict]:
 
 def episode_rows(repeats: int) -> list[dict]:
     from robot.backends import create_backend
+    from robot.contract.catalog import load_catalog
     from robot.episode import EpisodeRunner, parse_goal
     from tasks.roboscript.benchmark import load_benchmark
-    from tasks.roboscript.catalog import load_catalog
     from tasks.roboscript.params import WorldsParams
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=None)
     parser.add_argument("--no-episodes", action="store_true")
     args = parser.parse_args(argv)
-    from robot.params import PipelineParams
+    from robot.contract.params import PipelineParams
 
     update: dict = {}
     if args.voxel:

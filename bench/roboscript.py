@@ -31,16 +31,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 
-from robot.code_policy import check_snippet  # noqa: E402
+from robot.contract.catalog import load_catalog  # noqa: E402
+from robot.contract.code_policy import check_snippet  # noqa: E402
+from robot.contract.world import write_world  # noqa: E402
 from tasks.llm import build_client  # noqa: E402
 from tasks.params import LLMParams  # noqa: E402
-from tasks.roboscript.catalog import load_catalog  # noqa: E402
 from tasks.roboscript.codegen import CodeJob, HierarchicalGenerator  # noqa: E402
 from tasks.roboscript.params import CodegenParams, QueriesParams, WorldsParams  # noqa: E402
 from tasks.roboscript.queries import generate_queries  # noqa: E402
 from tasks.roboscript.render import render_world  # noqa: E402
 from tasks.roboscript.scene_text import describe  # noqa: E402
-from tasks.roboscript.world import write_world  # noqa: E402
 from tasks.roboscript.worlds import sample_world  # noqa: E402
 
 

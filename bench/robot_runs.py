@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pings", type=int, default=30, help="trivial goals in part 3")
     args = parser.parse_args(argv)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from robot.contract.catalog import load_catalog
     from tasks.roboscript.benchmark import load_benchmark
-    from tasks.roboscript.catalog import load_catalog
     from tasks.roboscript.params import WorldsParams
 
     tasks = load_benchmark(load_catalog(), WorldsParams())

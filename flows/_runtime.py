@@ -1,4 +1,9 @@
-"""What every stage entry point shares: logging, validating params before Prefect starts, readable errors."""
+"""What every stage entry point shares: logging, validating params before Prefect starts, readable errors, the one
+place a Prefect task runner is built, and fanning a task out over many inputs with progress and collected failures.
+
+Every flow has the same thin shape: read params, call ``tasks`` functions (as Prefect tasks where they fan out),
+write reports through :meth:`tasks.progress.StageLog.write`, log MLflow runs through :func:`tasks.tracking.log_run`.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,61 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from tasks.errors import PipelineError
+from core.errors import PipelineError
 from tasks.params import load_params
 
 log = logging.getLogger("embp")
+
+TASK_RUNNERS = ("sequential", "threads", "processes", "dask")
+
+
+def task_runner(kind: str, workers: int, dask_address: str | None = None):
+    """The Prefect task runner a stage's params ask for (the only place one is built).
+
+    ``sequential`` and ``threads`` share the flow's process; ``processes`` is a process pool of ``workers``; ``dask``
+    a local Dask cluster of ``workers`` single-threaded processes, or the scheduler at ``dask_address``."""
+    from prefect.task_runners import ProcessPoolTaskRunner, ThreadPoolTaskRunner
+
+    if kind == "sequential":
+        return ThreadPoolTaskRunner(max_workers=1)
+    if kind == "threads":
+        return ThreadPoolTaskRunner(max_workers=workers)
+    if kind == "processes":
+        return ProcessPoolTaskRunner(max_workers=workers)
+    if kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if dask_address:
+            return DaskTaskRunner(address=dask_address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True,
+                                              "dashboard_address": None})
+    raise ValueError(f"unknown task runner {kind!r}; known: {', '.join(TASK_RUNNERS)}")
+
+
+def fan_out(task, jobs: Mapping[Hashable, tuple], stage: str, unit: str,
+            weight: Callable[[Hashable], int] = lambda key: 1) -> tuple[dict, list[str]]:
+    """Submit ``task(*args)`` for every job, collect results as they finish (with progress and ETA in ``unit``).
+    Returns ``({key: result}, [failure lines])``: one job's exception never stops the others."""
+    from prefect.futures import as_completed
+
+    from tasks.progress import Progress
+
+    results: dict = {}
+    failures: list[str] = []
+    with Progress(sum(weight(k) for k in jobs), f"{stage}: {unit}", unit=unit) as progress:
+        futures = {task.submit(*args): key for key, args in jobs.items()}
+        for future in as_completed(list(futures)):
+            key = futures[future]
+            try:
+                results[key] = future.result()
+            except Exception as exc:  # noqa: BLE001 - reported together by the caller
+                failures.append(f"{key}: {type(exc).__name__}: {exc}")
+            progress.advance(weight(key))
+    return results, failures
 
 
 class _PipelineErrorsWithoutTraceback(logging.Filter):

@@ -7,19 +7,20 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
 from tasks import paths
+from tasks.muep import layout
 from tasks.muep.card import build_card
 from tasks.params import load_params
 from tasks.progress import StageLog
 
 STAGE = "muep-card"
-DEMOS = paths.MUEP_DATA / "demos"
+DEMOS = layout.DEMOS
 
 
 @task(name="build-card", cache_policy=NO_CACHE)
 def build(slog: StageLog) -> dict:
     slog.read(DEMOS / "episodes.parquet")
     slog.read(DEMOS / "splits.json")
-    out = build_card(DEMOS, paths.MUEP_REPORTS, paths.ROOT)
+    out = build_card(DEMOS, layout.REPORTS, paths.ROOT)
     for figure in out["figures"].values():
         slog.wrote(figure)
     slog.wrote(out["card"])

@@ -6,36 +6,34 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
-from tasks import paths
-from tasks.io import write_json
+from tasks.muep import layout
 from tasks.muep.filter import RejectedTask, filter_tasks, scene_facts
 from tasks.muep.generate import TaskRecord
 from tasks.muep.metadata import InstanceRecord, ObjectTypeRecord, SceneRecord
 from tasks.params import FilterParams, load_params
 from tasks.progress import StageLog
-from tasks.records import read_records, read_table, write_records
+from tasks.records import read_records, read_table
 
 STAGE = "muep-filter"
 
 
 @task(name="filter-tasks", cache_policy=NO_CACHE)
 def filter_generated(params: FilterParams, slog: StageLog) -> dict:
-    meta = paths.MUEP_METADATA
+    meta = layout.METADATA
     inputs = {name: meta / f"{name}.parquet" for name in ("scenes", "object_types", "instances")}
     facts = scene_facts(read_table(inputs["scenes"], SceneRecord), read_table(inputs["object_types"], ObjectTypeRecord),
                         read_table(inputs["instances"], InstanceRecord))
     for path in inputs.values():
         slog.read(path)
-    tasks_path = paths.MUEP_GENERATE / "tasks.parquet"
+    tasks_path = layout.TASKS
     tasks = read_records(tasks_path, TaskRecord)
     slog.read(tasks_path, f"{len(tasks)} tasks")
     accepted, rejected, report = filter_tasks(tasks, facts, drop_duplicates=params.drop_duplicates)
-    out = paths.MUEP_FILTER
-    slog.wrote(out / "accepted.parquet", write_records(out / "accepted.parquet", accepted, TaskRecord))
-    slog.wrote(out / "rejected.parquet", write_records(out / "rejected.parquet", rejected, RejectedTask))
-    report_path = paths.MUEP_REPORTS / "filter.json"
-    write_json(report_path, report)
-    slog.wrote(report_path)
+    out = layout.FILTER
+    slog.records(out / "accepted.parquet", accepted, TaskRecord)
+    slog.records(out / "rejected.parquet", rejected, RejectedTask)
+    report_path = layout.REPORTS / "filter.json"
+    slog.write(report_path, report)
     return report
 
 

@@ -6,15 +6,15 @@ import logging
 
 from prefect import flow
 
+from core.errors import DataError
 from flows._runtime import main
-from robot import leaderboard as robot_leaderboard
-from tasks import paths, tracking
-from tasks.errors import DataError
-from tasks.io import write_text
+from tasks import tracking
+from tasks.muep import layout
 from tasks.muep.eval import leaderboard
 from tasks.muep.eval.runs import EXPERIMENT, read_runs
 from tasks.params import load_params
 from tasks.progress import StageLog
+from tasks.roboscript.eval import leaderboard as robot_leaderboard
 
 STAGE = "muep-leaderboard"
 log = logging.getLogger("embp")
@@ -47,9 +47,8 @@ def build_leaderboard(params_file: str | None = None, all_versions: bool = False
             md = md.rstrip("\n") + "\n\n" + robot_section
             page = page.replace("</body></html>", robot_leaderboard.markdown_table_to_html(robot_section)
                                 + "\n</body></html>")
-        for target, text in ((paths.REPORTS / "leaderboard.md", md), (paths.REPORTS / "leaderboard.html", page)):
-            write_text(target, text)
-            slog.wrote(target)
+        for target, text in ((layout.LEADERBOARD_MD, md), (layout.LEADERBOARD_HTML, page)):
+            slog.write(target, text)
     return board
 
 

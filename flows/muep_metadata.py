@@ -6,9 +6,7 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
-from tasks import paths
-from tasks.io import write_json
-from tasks.muep import alfworld_data
+from tasks.muep import alfworld_data, layout
 from tasks.muep.metadata import SceneMetadata, collect_all, write_tables
 from tasks.params import MetadataParams, SceneParams, load_params
 from tasks.progress import Progress, StageLog
@@ -25,10 +23,9 @@ def collect_scenes(scenes: SceneParams, params: MetadataParams) -> list[SceneMet
 
 @task(name="write-tables", cache_policy=NO_CACHE)
 def write_outputs(metas: list[SceneMetadata], slog: StageLog) -> dict:
-    report = write_tables(metas, paths.MUEP_METADATA, on_write=slog.wrote)
-    report_path = paths.MUEP_REPORTS / "metadata.json"
-    write_json(report_path, report)
-    slog.wrote(report_path)
+    report = write_tables(metas, layout.METADATA, on_write=slog.wrote)
+    report_path = layout.REPORTS / "metadata.json"
+    slog.write(report_path, report)
     return report
 
 

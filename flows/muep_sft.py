@@ -7,15 +7,15 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
 from tasks import paths
-from tasks.io import write_json
+from tasks.muep import layout
 from tasks.muep.demos import SPLITS
 from tasks.muep.sft import export_sft
 from tasks.params import SFTParams, load_params
 from tasks.progress import StageLog
 
 STAGE = "muep-sft"
-DEMOS = paths.MUEP_DATA / "demos"
-SFT = paths.MUEP_DATA / "sft"
+DEMOS = layout.DEMOS
+SFT = layout.SFT
 
 
 @task(name="export-sft", cache_policy=NO_CACHE)
@@ -25,8 +25,7 @@ def export(params: SFTParams, slog: StageLog) -> dict:
     report = export_sft(DEMOS, SFT, params.history_window, paths.ROOT)
     for split in SPLITS:
         slog.wrote(SFT / f"{split}.jsonl", report["records_by_split"][split])
-    write_json(paths.MUEP_REPORTS / "sft.json", report)
-    slog.wrote(paths.MUEP_REPORTS / "sft.json")
+    slog.write(layout.REPORTS / "sft.json", report)
     return report
 
 

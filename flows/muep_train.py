@@ -12,13 +12,13 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import run_stage
 from tasks import paths
-from tasks.io import write_json
+from tasks.muep import layout
 from tasks.params import TrackingParams, TrainParams, read_yaml, validate
 from tasks.progress import StageLog
 from tasks.train.pipeline import Plan, plan_run, run
 
 STAGE = "muep-train"
-REPORTS = paths.MUEP_REPORTS / "train"
+REPORTS = layout.TRAIN_REPORTS
 
 
 @task(name="train-baseline", cache_policy=NO_CACHE)
@@ -49,9 +49,8 @@ def muep_train(params_file: str | None = None, baseline: str | None = None, prof
         reports = {}
         for plan in plans:
             report = train_baseline(plan, tracking)
-            write_json(REPORTS / f"{plan.spec.name}.json", report)
             slog.wrote(plan.model_dir / "baseline.json")
-            slog.wrote(REPORTS / f"{plan.spec.name}.json")
+            slog.write(REPORTS / f"{plan.spec.name}.json", report)
             reports[plan.spec.name] = report
         return reports
 

@@ -7,18 +7,27 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
 from tasks import paths
-from tasks.io import write_json, write_text
 from tasks.llm import build_client
 from tasks.params import Params, load_params
 from tasks.progress import Progress, StageLog
-from tasks.records import read_records, read_table, write_records
+from tasks.records import read_records, read_table
 from tasks.roboscript import layout
 from tasks.roboscript.card import data_metrics, dataset_card
-from tasks.roboscript.codegen import (CodeJob, HelperRecord, HierarchicalGenerator, SnippetRecord, summarise,
-                                      to_records)
+from tasks.roboscript.codegen import (
+    CodeJob,
+    HelperRecord,
+    HierarchicalGenerator,
+    SnippetRecord,
+    summarise,
+    to_records,
+)
 from tasks.roboscript.queries import QueryRecord, QueryRejectRecord
 from tasks.roboscript.render import render_grid
-from tasks.roboscript.world_records import CatalogRejectRecord, PlacementFailureRecord, WorldRecord
+from tasks.roboscript.world_records import (
+    CatalogRejectRecord,
+    PlacementFailureRecord,
+    WorldRecord,
+)
 
 STAGE = "roboscript-codegen"
 GRID_WORLDS = 12
@@ -39,10 +48,9 @@ def generate_code(params: Params, slog: StageLog) -> tuple[list[SnippetRecord], 
     rows, helpers = to_records(snippets)
     for name, records, cls in (("snippets.parquet", rows, SnippetRecord), ("helpers.parquet", helpers,
                                                                             HelperRecord)):
-        slog.wrote(layout.CODEGEN / name, write_records(layout.CODEGEN / name, records, cls))
+        slog.records(layout.CODEGEN / name, records, cls)
     report = summarise(rows, helpers, client)
-    write_json(layout.REPORTS / "codegen.json", report)
-    slog.wrote(layout.REPORTS / "codegen.json")
+    slog.write(layout.REPORTS / "codegen.json", report)
     return rows, report
 
 
@@ -55,8 +63,7 @@ def write_card(params: Params, rows: list[SnippetRecord], report: dict, slog: St
     rejects = read_table(layout.QUERIES / "rejects.parquet", QueryRejectRecord)
     metrics = data_metrics(tables["worlds"], tables["placement_failures"], tables["catalog_rejects"], queries,
                            rejects, rows, report)
-    write_json(layout.REPORTS / "data.json", metrics)
-    slog.wrote(layout.REPORTS / "data.json")
+    slog.write(layout.REPORTS / "data.json", metrics)
     pictures = [paths.ROOT / p for p in tables["worlds"]["picture_file"].tolist()[:GRID_WORLDS]]
     grid = layout.REPORTS / "worlds_grid.png"
     render_grid(pictures, grid)
@@ -66,8 +73,7 @@ def write_card(params: Params, rows: list[SnippetRecord], report: dict, slog: St
              "llm.temperature": params.llm.temperature, "roboscript.codegen.n_examples": cg.n_examples,
              "roboscript.codegen.max_depth": cg.max_depth, "roboscript.codegen.max_helpers": cg.max_helpers}
     card = layout.REPORTS / "dataset_card.md"
-    write_text(card, dataset_card(metrics, rows, grid.name, knobs))
-    slog.wrote(card)
+    slog.write(card, dataset_card(metrics, rows, grid.name, knobs))
     return metrics
 
 

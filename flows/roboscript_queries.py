@@ -6,11 +6,10 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
-from tasks.io import write_json
 from tasks.llm import build_client
 from tasks.params import Params, load_params
 from tasks.progress import StageLog
-from tasks.records import read_table, write_records
+from tasks.records import read_table
 from tasks.roboscript import layout
 from tasks.roboscript.queries import QueryRecord, QueryRejectRecord, generate_queries
 from tasks.roboscript.world_records import WorldRecord
@@ -27,9 +26,8 @@ def suggest_tasks(params: Params, slog: StageLog) -> dict:
     queries, rejects, report = generate_queries(worlds, params.roboscript.queries, params.llm, client)
     for name, rows, cls in (("queries.parquet", queries, QueryRecord), ("rejects.parquet", rejects,
                                                                          QueryRejectRecord)):
-        slog.wrote(layout.QUERIES / name, write_records(layout.QUERIES / name, rows, cls))
-    write_json(layout.REPORTS / "queries.json", report)
-    slog.wrote(layout.REPORTS / "queries.json")
+        slog.records(layout.QUERIES / name, rows, cls)
+    slog.write(layout.REPORTS / "queries.json", report)
     return report
 
 

@@ -8,17 +8,24 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
+from robot.contract.catalog import CATALOG_FILE, load_catalog
 from tasks import paths
-from tasks.io import write_json
 from tasks.params import load_params
 from tasks.progress import StageLog
-from tasks.records import write_records
 from tasks.roboscript import layout
-from tasks.roboscript.catalog import CATALOG_FILE, load_catalog
 from tasks.roboscript.params import WorldsParams
-from tasks.roboscript.world_records import (BenchmarkTaskRecord, CatalogRejectRecord, PlacementFailureRecord,
-                                            WorldRecord, benchmark_record, benchmark_tasks, sample_worlds,
-                                            world_record, worlds_report, write_world_files)
+from tasks.roboscript.world_records import (
+    BenchmarkTaskRecord,
+    CatalogRejectRecord,
+    PlacementFailureRecord,
+    WorldRecord,
+    benchmark_record,
+    benchmark_tasks,
+    sample_worlds,
+    world_record,
+    worlds_report,
+    write_world_files,
+)
 
 STAGE = "roboscript-worlds"
 log = logging.getLogger("embp")
@@ -40,18 +47,16 @@ def build_worlds(params: WorldsParams, slog: StageLog) -> dict:
     for name, rows, cls in (("worlds.parquet", records, WorldRecord),
                             ("placement_failures.parquet", failures, PlacementFailureRecord),
                             ("catalog_rejects.parquet", rejects, CatalogRejectRecord)):
-        slog.wrote(layout.WORLDS / name, write_records(layout.WORLDS / name, rows, cls))
+        slog.records(layout.WORLDS / name, rows, cls)
 
     tasks = benchmark_tasks(catalog, params)
     task_files = write_world_files([t.world for t in tasks], layout.BENCHMARK, layout.BENCHMARK / "pictures",
                                    params.picture_px, paths.ROOT)
     task_rows = [benchmark_record(t, *f) for t, f in zip(tasks, task_files, strict=True)]
-    slog.wrote(layout.BENCHMARK / "tasks.parquet",
-               write_records(layout.BENCHMARK / "tasks.parquet", task_rows, BenchmarkTaskRecord))
+    slog.records(layout.BENCHMARK / "tasks.parquet", task_rows, BenchmarkTaskRecord)
 
     report = worlds_report(catalog, worlds, records, failures, tasks)
-    write_json(layout.REPORTS / "worlds.json", report)
-    slog.wrote(layout.REPORTS / "worlds.json")
+    slog.write(layout.REPORTS / "worlds.json", report)
     return report
 
 

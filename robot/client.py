@@ -16,9 +16,9 @@ import xmlrpc.client
 from collections.abc import Callable
 from typing import Any
 
+from core.errors import PipelineError
 from robot import ros_env
 from robot.episode import error_result
-from tasks.errors import PipelineError
 
 STATUS_TIMEOUT_S = 5.0
 """A runner that publishes no action status for this long (it does at 5 Hz) is taken for dead."""

@@ -28,15 +28,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from robot import sandbox, scoring
+from core.errors import DataError
+from core.plugins import PERCEPTION_MODES
+from robot import sandbox
 from robot.backends.base import RobotBackend
-from robot.code_policy import DEFAULT_POLICY
+from robot.contract import items as scoring
+from robot.contract.code_policy import DEFAULT_POLICY
+from robot.contract.params import NoiseParams, PipelineParams
+from robot.contract.world import World, read_world
 from robot.errors import BackendUnavailable, GoalError
-from robot.params import NoiseParams, PipelineParams
-from robot.perception import PERCEPTION_MODES, create_perception
+from robot.perception import create_perception
 from robot.tools_impl import RobotTools
-from tasks.errors import DataError
-from tasks.roboscript.world import World, read_world
 
 MAX_REPEATS = 100
 

@@ -13,7 +13,7 @@ Both derive from ``Exception`` so that generated code may catch them with ``exce
 
 from __future__ import annotations
 
-from tasks.errors import PipelineError
+from core.errors import PipelineError
 
 
 class ToolArgumentError(Exception):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot.tool_api import Pose
+from robot.contract.tool_api import Pose
 
 DOWN = np.array([0.0, 0.0, -1.0])
 TIP_MARGIN = 0.003

@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.errors import PipelineError
 from robot import ros_env
 from robot.client import master_up
-from tasks.errors import PipelineError
 
 READY_TIMEOUT_S = 90.0
 

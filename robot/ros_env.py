@@ -21,7 +21,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from tasks.errors import PipelineError
+from core.errors import PipelineError
 
 #: Where Debian's ROS Python packages live (``EMBP_ROS_DIST_PACKAGES`` overrides it, e.g. for another distribution).
 DIST_PACKAGES = Path(os.environ.get("EMBP_ROS_DIST_PACKAGES", "/usr/lib/python3/dist-packages"))

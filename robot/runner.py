@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds without a master before exiting with status 3")
     args, _ros_remaps = parser.parse_known_args(argv)
     ros_env.activate()
-    from tasks.errors import PipelineError
+    from core.errors import PipelineError
 
     try:
         node = RunnerNode(args.ns, args.backend, args.arm, Path(args.world_dir) if args.world_dir else None)

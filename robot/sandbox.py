@@ -1,6 +1,6 @@
 """Running generated code: the code-check policy first, then a child process with limits, the tools by proxy.
 
-1. :data:`~robot.code_policy.DEFAULT_POLICY` checks the snippet statically; a snippet that fails never runs
+1. :data:`~robot.contract.code_policy.DEFAULT_POLICY` checks the snippet statically; a snippet that fails never runs
    (status ``refused``).
 2. It runs in a child process forked from a clean fork server (no ROS threads, no simulator): the address space is
    capped (``RLIMIT_AS``: what the interpreter already maps + ``memory_mb``), files cannot be written
@@ -29,12 +29,11 @@ from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from robot.code_policy import DEFAULT_POLICY, CodePolicy
+from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy
+from robot.contract.outcomes import GRAMMATICAL
+from robot.contract.tool_api import ToolAPI
 from robot.errors import TOOL_EXCEPTIONS, RobotError, ToolArgumentError
-from robot.tool_api import ToolAPI
 
-GRAMMATICAL = ("ok", "robot_error")
-STATUSES = ("ok", "robot_error", "code_error", "refused", "timeout", "memory", "crashed", "cancelled")
 MAX_STDOUT = 4000
 
 

@@ -1,4 +1,4 @@
-"""The tool API (``robot/tool_api.py``) implemented over a robot backend and a perception mode.
+"""The tool API (``robot/contract/tool_api.py``) implemented over a robot backend and a perception mode.
 
 Every argument is checked before anything moves: object names must exist, vectors and poses must be finite numbers
 of the right length, quaternions non-zero, distances and counts in range -- a bad argument raises
@@ -17,12 +17,12 @@ import numpy as np
 
 from robot import grasps
 from robot.backends.base import JointState, RobotBackend
+from robot.contract.catalog import Catalog, load_catalog
+from robot.contract.tool_api import Pose, ToolAPI
+from robot.contract.world import CABINET
 from robot.errors import ObjectNotFound, ToolArgumentError, WorkspaceError
 from robot.perception import Perception
 from robot.perception.grasp_backends import GraspRequest, create_grasp_backend
-from robot.tool_api import Pose, ToolAPI
-from tasks.roboscript.catalog import Catalog, load_catalog
-from tasks.roboscript.world import CABINET
 
 PRE_GRASP_M = 0.1
 DRAWER_PANEL, DRAWER_WALL = 0.02, 0.01

@@ -1,7 +1,7 @@
 """The typed schema of ``params.yaml``: the single source of every knob.
 
 Every stage calls :func:`load_params` before it touches any file. An unknown key, a wrong type or an impossible
-value raises :class:`~tasks.errors.ConfigError` naming the key's dotted path (``muep.generate.tasks_per_request``)
+value raises :class:`~core.errors.ConfigError` naming the key's dotted path (``muep.generate.tasks_per_request``)
 and the reason, so nothing is written from a bad configuration.
 """
 
@@ -12,10 +12,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+from core.errors import ConfigError
+from core.plugins import AGENTS, BASELINES, LLM_BACKENDS, RENDERERS
+from core.schema import Strict
 from tasks import paths
-from tasks.errors import ConfigError
 from tasks.roboscript.params import RoboScriptParams
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -55,21 +62,17 @@ def _names_in(value: list[str], kind: str, registry=None) -> list[str]:
     return value
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 # --------------------------------------------------------------------------------------------------------------------
 # LLM
 
 
-class OfflineParams(_Strict):
+class OfflineParams(Strict):
     noise: Annotated[float, Field(ge=0.0, le=1.0)] = 0.2
     """Share of proposals the offline proposer gets wrong on purpose (unknown item, wrong receptacle, a task the
     room cannot host, a sloppy line), the way a real model does, so the filter and parser see realistic input."""
 
 
-class LLMParams(_Strict):
+class LLMParams(Strict):
     backend: str = "offline"
     model: str = "offline-proposer-v1"
     base_url: str | None = None
@@ -88,8 +91,6 @@ class LLMParams(_Strict):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        from tasks.llm import LLM_BACKENDS
-
         return _names_in([value], "backend", LLM_BACKENDS)[0]
 
     @field_validator("base_url")
@@ -110,7 +111,7 @@ class LLMParams(_Strict):
 # MuEP
 
 
-class SceneParams(_Strict):
+class SceneParams(Strict):
     floorplans: Literal["all"] | list[int] = "all"
     unseen: list[int] = list(DEFAULT_UNSEEN)
 
@@ -132,7 +133,7 @@ class SceneParams(_Strict):
         return list(ALL_FLOORPLANS) if self.floorplans == "all" else sorted(self.floorplans)
 
 
-class MetadataParams(_Strict):
+class MetadataParams(Strict):
     seed: int = 0
     instantiations: Annotated[int, Field(ge=1, le=50)] = 1
     """Initial states drawn per floorplan (scenes FloorPlanN, FloorPlanN-1, ...), like ALFRED's trials."""
@@ -146,31 +147,23 @@ class MetadataParams(_Strict):
         return self
 
 
-class GenerateParams(_Strict):
+class GenerateParams(Strict):
     tasks_per_request: Annotated[int, Field(ge=1, le=200)] = 12
     requests_per_scene: Annotated[int, Field(ge=1, le=1000)] = 1
     n_examples: Annotated[int, Field(ge=0, le=60)] = 30
 
 
-class FilterParams(_Strict):
+class FilterParams(Strict):
     drop_duplicates: bool = True
 
 
-class DemosParams(_Strict):
-    episodes: Annotated[int, Field(ge=1)] | None = 48
-    """Accepted tasks to roll out (round-robin over split x task type); null = all of them (paper scale)."""
-    seen_test_fraction: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
-    seed: int = 0
-    grammar: Literal["alfworld-0.4", "muep"] = "alfworld-0.4"
-    search: Literal["gbf", "ehc"] = "gbf"
-    plan_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 20.0
-    max_plan_length: Annotated[int, Field(ge=1, le=200)] = 40
-    renderer: str = "schematic"
-    render_size: Annotated[int, Field(ge=160, le=1024)] = 300
-    batch_size: Annotated[int, Field(ge=1, le=10000)] = 8
+class GameRunnerParams(Strict):
+    """Where a stage plays TextWorld games in parallel (``flows._runtime.task_runner`` builds it)."""
+
     task_runner: Literal["sequential", "processes", "dask"] = "processes"
     workers: Annotated[int, Field(ge=1, le=256)] = 2
     dask_address: str | None = None
+    """A running Dask scheduler (tcp://host:8786) for ``task_runner: dask``; null = a local cluster of ``workers``."""
 
     @field_validator("task_runner", mode="before")
     @classmethod
@@ -182,20 +175,32 @@ class DemosParams(_Strict):
             )
         return value
 
+
+class DemosParams(GameRunnerParams):
+    episodes: Annotated[int, Field(ge=1)] | None = 48
+    """Accepted tasks to roll out (round-robin over split x task type); null = all of them (paper scale)."""
+    seen_test_fraction: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
+    seed: int = 0
+    grammar: Literal["alfworld-0.4", "muep"] = "alfworld-0.4"
+    search: Literal["gbf", "ehc"] = "gbf"
+    plan_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 20.0
+    max_plan_length: Annotated[int, Field(ge=1, le=200)] = 40
+    renderer: str = "schematic"
+    render_size: Annotated[int, Field(ge=160, le=1024)] = 300
+    batch_size: Annotated[int, Field(ge=1, le=10000)] = 8
+
     @field_validator("renderer")
     @classmethod
     def _known_renderer(cls, value: str) -> str:
-        from tasks.muep.render import RENDERERS
-
         return _names_in([value], "renderer", RENDERERS)[0]
 
 
-class SFTParams(_Strict):
+class SFTParams(Strict):
     history_window: Annotated[int, Field(ge=0, le=50)] = 5
     """(observation, action) pairs before the current step given to the model; 0 = the current observation only."""
 
 
-class OpenAIAgentParams(_Strict):
+class OpenAIAgentParams(Strict):
     """The ``openai`` evaluation agent: a chat model behind any OpenAI-compatible endpoint."""
 
     model: str = "gpt-4o-mini"
@@ -218,7 +223,7 @@ class OpenAIAgentParams(_Strict):
         return value
 
 
-class HFAgentParams(_Strict):
+class HFAgentParams(Strict):
     """A local transformers model (``hf``: causal LM; ``hf-vision``: image-text-to-text) and an optional adapter."""
 
     model_path: str | None = None
@@ -226,7 +231,7 @@ class HFAgentParams(_Strict):
     max_new_tokens: Annotated[int, Field(ge=1, le=1024)] = 32
 
 
-class EvalParams(_Strict):
+class EvalParams(GameRunnerParams):
     agents: list[str] = ["oracle", "random"]
     splits: list[Literal["train", "seen_test", "unseen_test"]] = ["seen_test", "unseen_test"]
     max_steps: Annotated[int, Field(ge=1, le=200)] = 30
@@ -235,19 +240,11 @@ class EvalParams(_Strict):
     """Episodes per split (round-robin over task types); null = every 'ok' episode of the split."""
     seed: int = 0
     batch_size: Annotated[int, Field(ge=1, le=10000)] = 4
-    task_runner: Literal["sequential", "processes", "dask"] = "processes"
-    workers: Annotated[int, Field(ge=1, le=256)] = 2
-    dask_address: str | None = None
     renderer: str = "schematic"
     render_size: Annotated[int, Field(ge=160, le=1024)] = 300
     openai: OpenAIAgentParams = OpenAIAgentParams()
     hf: HFAgentParams = HFAgentParams()
     hf_vision: HFAgentParams = HFAgentParams()
-
-    @field_validator("task_runner", mode="before")
-    @classmethod
-    def _no_threads(cls, value: Any) -> Any:
-        return DemosParams._no_threads(value)
 
     @field_validator("renderer")
     @classmethod
@@ -257,8 +254,6 @@ class EvalParams(_Strict):
     @field_validator("agents")
     @classmethod
     def _known_agents(cls, value: list[str]) -> list[str]:
-        from tasks.muep.eval.agents import AGENTS
-
         return _names_in(value, "agent", AGENTS)
 
     @field_validator("splits")
@@ -274,7 +269,7 @@ class EvalParams(_Strict):
         return self
 
 
-class MuEPParams(_Strict):
+class MuEPParams(Strict):
     scenes: SceneParams = SceneParams()
     metadata: MetadataParams = MetadataParams()
     generate: GenerateParams = GenerateParams()
@@ -288,7 +283,7 @@ class MuEPParams(_Strict):
 # Training (the eight MuEP baselines; tasks/train, flows/muep_train.py, docs/training.md)
 
 
-class TrainParams(_Strict):
+class TrainParams(Strict):
     profile: Literal["tiny", "full"] = "tiny"
     """tiny: each baseline's architecture with random weights and a local tokenizer (CPU, seconds); full: the public
     checkpoints of the registry (a GPU worker)."""
@@ -319,18 +314,16 @@ class TrainParams(_Strict):
     @field_validator("baselines")
     @classmethod
     def _known_baselines(cls, value: list[str]) -> list[str]:
-        from tasks.train.registry import BASELINES
-
         return _names_in(value, "baseline", BASELINES)
 
 
-class TrackingParams(_Strict):
+class TrackingParams(Strict):
     uri: str | None = None
     """MLflow tracking URI; null = $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db at the repository root."""
     experiment_prefix: str = "embp"
 
 
-class Params(_Strict):
+class Params(Strict):
     llm: LLMParams = LLMParams()
     tracking: TrackingParams = TrackingParams()
     muep: MuEPParams = MuEPParams()

@@ -1,4 +1,5 @@
-"""Where every artifact lives: one place, so stages, tests and the DVC file agree."""
+"""The repository root and its top-level artifact folders. Each pipeline names its own artifacts in its layout module
+(``tasks/muep/layout.py``, ``tasks/roboscript/layout.py``), built on these."""
 
 from __future__ import annotations
 
@@ -13,15 +14,6 @@ PROFILES_DIR = ROOT / "profiles"
 DATA = ROOT / "data"
 MODELS = ROOT / "models"
 REPORTS = ROOT / "reports"
-
-MUEP_DATA = DATA / "muep"
-MUEP_METADATA = MUEP_DATA / "metadata"
-MUEP_GENERATE = MUEP_DATA / "generate"
-MUEP_FILTER = MUEP_DATA / "filter"
-MUEP_REPORTS = REPORTS / "muep"
-
-#: LLM response cache. A DVC ``persist`` output: it survives reruns of the generation stage.
-LLM_CACHE = DATA / "cache" / "llm"
 
 
 def rel(path: Path) -> str:

@@ -40,7 +40,13 @@ class Progress:
         self._lock = threading.Lock()
         self._bar = None
         if sys.stderr.isatty() and self.total:
-            from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                ProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
             from rich.progress import Progress as RichProgress
             from rich.text import Text
 
@@ -85,11 +91,12 @@ class Progress:
 
 
 class StageLog:
-    """Logs what a stage read and wrote and how long it took::
+    """Logs what a stage read and wrote and how long it took, and writes its reports::
 
         with StageLog("muep-metadata") as slog:
             slog.read(path)
-            slog.wrote(path, rows=120)
+            slog.write(report_path, report)        # atomic JSON/text write, logged
+            slog.wrote(path, rows=120)             # an output written by a task function
     """
 
     def __init__(self, stage: str):
@@ -105,6 +112,28 @@ class StageLog:
     def read(self, path: Path | str, what: str = "") -> None:
         self.reads.append(str(path))
         log.info("[%s] read %s%s", self.stage, rel(Path(path)), f" ({what})" if what else "")
+
+    def write(self, path: Path, content) -> Path:
+        """Write one stage output atomically and log it: a dict or list as JSON (``.json``), a string as text
+        (``.md``, ``.html``, ``.txt``...). Every flow writes its reports through here."""
+        from core.io import write_json, write_text
+
+        path = Path(path)
+        if path.suffix == ".json":
+            write_json(path, content)
+        elif isinstance(content, str):
+            write_text(path, content)
+        else:
+            raise TypeError(f"StageLog.write: {path.name} needs a str (or a .json name), got {type(content).__name__}")
+        self.wrote(path)
+        return path
+
+    def records(self, path: Path, rows, record_type) -> Path:
+        """Write typed records as a parquet table (``tasks.records.write_records``) and log how many."""
+        from tasks.records import write_records
+
+        self.wrote(path, write_records(path, rows, record_type))
+        return Path(path)
 
     def wrote(self, path: Path, rows: int | None = None) -> None:
         self.writes.append(rel(path))

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from tasks.errors import DataError
-from tasks.io import read_parquet, write_parquet
+from core.errors import DataError
+from core.io import read_parquet, write_parquet
 
 R = TypeVar("R")
 

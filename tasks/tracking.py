@@ -8,6 +8,8 @@ local sqlite store ``mlflow.db`` at the repository root (MLflow's file store is 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 from tasks import paths
 from tasks.params import TrackingParams
@@ -22,10 +24,12 @@ def tracking_uri(params: TrackingParams) -> str:
 
 
 def artifact_location(params: TrackingParams) -> str | None:
-    """Where new experiments keep artifacts when the store is the local default (None: the server decides)."""
-    if params.uri or os.environ.get("MLFLOW_TRACKING_URI"):
-        return None
-    return (paths.ROOT / "mlartifacts").as_uri()
+    """Where new experiments keep artifacts: ``mlartifacts/`` beside a local sqlite store (the default store or any
+    ``sqlite:///`` URI), else wherever the tracking server decides (None)."""
+    uri = tracking_uri(params)
+    if uri.startswith("sqlite:///"):
+        return (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
+    return None
 
 
 def setup(params: TrackingParams, experiment: str):
@@ -39,3 +43,40 @@ def setup(params: TrackingParams, experiment: str):
     if found is not None:
         return found.experiment_id
     return mlflow.create_experiment(name, artifact_location=artifact_location(params))
+
+
+_MAX_METRICS, _MAX_PARAMS = 1000, 100  # MLflow's caps per log_batch call
+
+
+def log_run(params: TrackingParams, experiment: str, run_name: str, *, run_params: dict | None = None,
+            metrics: dict[str, float] | None = None, tags: dict[str, str] | None = None,
+            artifacts: list[Path | str | tuple[str, Path | str]] = ()) -> str:
+    """One finished MLflow run in ``<prefix>/<experiment>``: params, metrics and tags in batched calls, then the
+    artifacts (a path goes to the run's root, ``(folder, path)`` into that folder). Every flow logs through this; returns the run id. A failure
+    half-way marks the run FAILED, so a leaderboard never reads half a run."""
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Param, RunTag
+
+    experiment_id = setup(params, experiment)
+    client = MlflowClient(tracking_uri(params))
+    tags = dict(tags or {})
+    run = client.create_run(experiment_id, run_name=run_name, tags={"mlflow.runName": run_name} | tags)
+    run_id = run.info.run_id
+    try:
+        now = int(time.time() * 1000)
+        metric_list = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None]
+        param_list = [Param(k, str(v)[:6000]) for k, v in sorted((run_params or {}).items())]
+        client.log_batch(run_id, metrics=metric_list[:_MAX_METRICS], params=param_list[:_MAX_PARAMS],
+                         tags=[RunTag(k, str(v)) for k, v in sorted(tags.items())])
+        for k in range(_MAX_METRICS, len(metric_list), _MAX_METRICS):
+            client.log_batch(run_id, metrics=metric_list[k:k + _MAX_METRICS])
+        for k in range(_MAX_PARAMS, len(param_list), _MAX_PARAMS):
+            client.log_batch(run_id, params=param_list[k:k + _MAX_PARAMS])
+        for item in artifacts:
+            folder, path = item if isinstance(item, tuple) else (None, item)
+            client.log_artifact(run_id, str(path), artifact_path=folder)
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id

@@ -25,8 +25,8 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def catalog():
-    """RoboScript's object catalog (tasks/roboscript/assets.yaml)."""
-    from tasks.roboscript.catalog import load_catalog
+    """RoboScript's object catalog (robot/contract/assets.yaml)."""
+    from robot.contract.catalog import load_catalog
 
     return load_catalog()
 

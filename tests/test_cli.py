@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from tasks.cli import STAGES, app
+from flows.cli import STAGES, app
 
 runner = CliRunner()
 

@@ -13,18 +13,35 @@ import pytest
 import webdataset as wds
 from muep_tasks import make_task as _task
 
-from tasks.muep.demos import (Batch, DemoSettings, collect_index, commands_from_plan, done_batches, make_batches,
-                              prepare_output, run_batch, run_episode, scene_context, select_episodes)
+from tasks.muep.demos import (
+    Batch,
+    DemoSettings,
+    collect_index,
+    commands_from_plan,
+    done_batches,
+    make_batches,
+    prepare_output,
+    run_batch,
+    run_episode,
+    scene_context,
+    select_episodes,
+)
 from tasks.muep.filter import filter_tasks, scene_facts
 from tasks.muep.generate import TaskRecord
-from tasks.muep.metadata import InstanceRecord, ObjectTypeRecord, ReceptacleRecord, SceneRecord, collect_scene
+from tasks.muep.metadata import (
+    InstanceRecord,
+    ObjectTypeRecord,
+    ReceptacleRecord,
+    SceneRecord,
+    collect_scene,
+)
 from tasks.muep.pddl import Problem
 from tasks.muep.planner import PlannerWorker
 from tasks.muep.render import build_renderer
 from tasks.muep.textworld_env import load_game
 from tasks.muep.vocab import TASK_TYPES, catalog
 from tasks.params import MetadataParams, SceneParams
-from tasks.records import to_frame, write_records
+from tasks.records import write_records
 
 pytestmark = pytest.mark.textworld
 

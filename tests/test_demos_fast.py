@@ -13,8 +13,17 @@ import pytest
 from test_demos import find_task, metadata_dir, planner, renderer, settings  # noqa: F401 - fixtures
 
 from tasks.muep import textworld_fast
-from tasks.muep.demos import (BATCHING, Batch, commands_from_plan, expect_games, fingerprint, make_batches,
-                              run_episode, scene_context, select_episodes)
+from tasks.muep.demos import (
+    BATCHING,
+    Batch,
+    commands_from_plan,
+    expect_games,
+    fingerprint,
+    make_batches,
+    run_episode,
+    scene_context,
+    select_episodes,
+)
 from tasks.muep.pddl import Problem
 from tasks.muep.textworld_env import GameEngine, game_data, load_game, scene_key
 from tasks.muep.textworld_fast import argv_guard, translate_scene

@@ -16,13 +16,19 @@ import pytest
 from openai_server import FakeOpenAIServer, openai_server, server_error  # noqa: F401 (fixture)
 from test_eval_support import build_dataset
 
-from tasks.errors import ConfigError, LLMError
+from core.errors import ConfigError, LLMError
 from tasks.muep.eval import prompts
 from tasks.muep.eval.agents import AGENTS, AgentContext, build_agent
 from tasks.muep.eval.episodes import few_shot_examples, select
 from tasks.muep.eval.harness import EvalSettings, run_episode
 from tasks.muep.eval.records import Observation, Turn
-from tasks.params import EvalParams, HFAgentParams, OpenAIAgentParams, load_params, validate
+from tasks.params import (
+    EvalParams,
+    HFAgentParams,
+    OpenAIAgentParams,
+    load_params,
+    validate,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -143,7 +149,7 @@ def test_openai_preflight_names_an_unreachable_endpoint_fast():
                                                                     max_retries=0, timeout_s=5))
     start = time.perf_counter()
     with pytest.raises(LLMError, match=r"muep\.eval\.openai: the endpoint does not answer.*127\.0\.0\.1"):
-        AGENTS.get("openai").preflight(params)
+        AGENTS.load("openai").preflight(params)
     assert time.perf_counter() - start < 10
 
 
@@ -151,7 +157,7 @@ def test_openai_without_key_or_url_is_a_config_error(monkeypatch):
     monkeypatch.delenv("EMBP_TEST_KEY", raising=False)
     params = EvalParams(agents=["openai"], openai=OpenAIAgentParams(api_key_env="EMBP_TEST_KEY"))
     with pytest.raises(ConfigError, match="EMBP_TEST_KEY"):
-        AGENTS.get("openai").preflight(params)
+        AGENTS.load("openai").preflight(params)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -201,8 +207,8 @@ def test_hf_agent_loads_model_and_adapter_and_plays(data, spec, tiny_llama):
     params = EvalParams(agents=["hf"], max_steps=2, hf=HFAgentParams(model_path=str(tiny_llama / "model"),
                                                                      adapter_path=str(tiny_llama / "adapter"),
                                                                      max_new_tokens=4))
-    AGENTS.get("hf").preflight(params)
-    assert AGENTS.get("hf").describe(params).label == "hf:model+adapter"
+    AGENTS.load("hf").preflight(params)
+    assert AGENTS.load("hf").describe(params).label == "hf:model+adapter"
     s = _settings(data, params)
     agent = build_agent("hf", params, s.context)
     assert isinstance(agent.generator.model, PeftModel)
@@ -218,15 +224,21 @@ def test_hf_missing_paths_are_clear_errors(tiny_llama, tmp_path, which):
     paths[f"{which}_path"] = str(tmp_path / "nowhere")
     params = EvalParams(agents=["hf"], hf=HFAgentParams(**paths))
     with pytest.raises(ConfigError, match=rf"muep\.eval\.hf\.{which}_path: .*nowhere is not a directory"):
-        AGENTS.get("hf").preflight(params)
+        AGENTS.load("hf").preflight(params)
     with pytest.raises(ConfigError, match=rf"muep\.eval\.hf\.{which}_path"):
         build_agent("hf", params, AgentContext())
 
 
 def test_hf_vision_agent_feeds_the_rendered_image(data, tmp_path):
     import torch
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     torch.manual_seed(0)
     tokenizer, vocab = _tokenizer(extra=("<image>",))
@@ -245,7 +257,7 @@ def test_hf_vision_agent_feeds_the_rendered_image(data, tmp_path):
                         hf_vision=HFAgentParams(model_path=str(tmp_path), max_new_tokens=3))
     s = _settings(data, params)
     agent = build_agent("hf-vision", params, s.context)
-    assert agent.multimodal and AGENTS.get("hf-vision").describe(params).multimodal
+    assert agent.multimodal and AGENTS.load("hf-vision").describe(params).multimodal
     spec = select(data.index, ["unseen_test"], 1, 0)[0]
     r = run_episode(spec, agent, "hf-vision", s)
     assert len(r.steps) == 1 and r.steps[0].error is None, r.steps  # the image reached the model

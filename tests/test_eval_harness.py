@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_eval_support import build_dataset
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
 from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.episodes import select

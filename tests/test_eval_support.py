@@ -57,9 +57,20 @@ def _find_tasks(metadata_dir: Path, task_type: str, n: int) -> list[dict]:
 def build_dataset() -> Dataset:
     """Metadata, then the demonstrations of 6 test episodes (one per task type, seen and unseen test splits) and 1
     train episode (a few-shot example), through ``tasks.muep.demos.run_batch`` -- the pipeline's own code."""
-    from tasks.muep.demos import Batch, DemoSettings, collect_index, prepare_output, run_batch
-    from tasks.muep.metadata import (InstanceRecord, ObjectTypeRecord, ReceptacleRecord, SceneRecord,
-                                     collect_scene)
+    from tasks.muep.demos import (
+        Batch,
+        DemoSettings,
+        collect_index,
+        prepare_output,
+        run_batch,
+    )
+    from tasks.muep.metadata import (
+        InstanceRecord,
+        ObjectTypeRecord,
+        ReceptacleRecord,
+        SceneRecord,
+        collect_scene,
+    )
     from tasks.params import MetadataParams, SceneParams
     from tasks.records import write_records
 

@@ -8,7 +8,12 @@ import pytest
 
 from tasks.muep.filter import REASONS, SceneFacts, filter_tasks, scene_facts
 from tasks.muep.generate import TaskRecord
-from tasks.muep.metadata import InstanceRecord, ObjectTypeRecord, SceneRecord, collect_scene
+from tasks.muep.metadata import (
+    InstanceRecord,
+    ObjectTypeRecord,
+    SceneRecord,
+    collect_scene,
+)
 from tasks.muep.vocab import TASK_TYPES, canonical_type
 from tasks.params import MetadataParams, SceneParams
 from tasks.records import to_frame

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from openai_server import (
     FakeOpenAIServer,
     Reply,
@@ -26,7 +25,8 @@ from openai_server import (
     running_server,
     server_error,
 )
-from tasks.errors import ConfigError, LLMError
+
+from core.errors import ConfigError, LLMError
 from tasks.llm import build_client, request_from_params
 from tasks.llm.base import ChatRequest, LLMClient, ResponseCache
 from tasks.llm.openai_backend import OpenAIBackend

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep import alfworld_data
 from tasks.muep.metadata import collect_scene, receptacle_type_of
 from tasks.muep.vocab import LAMP_HOSTS, catalog

@@ -19,7 +19,7 @@ import pytest
 import webdataset as wds
 from PIL import Image
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.card import FIGURES, action_template, build_card, compute_stats
 from tasks.muep.demos import SPLITS, EpisodeRecord
 from tasks.muep.sft import export_sft, render_prompt
@@ -274,7 +274,12 @@ def _accepted_tasks(meta, n: int) -> list[dict]:
 @pytest.mark.textworld
 def test_real_rollouts_give_sft_records_and_a_card(tmp_path):
     from tasks.muep import demos as demos_mod
-    from tasks.muep.metadata import InstanceRecord, ReceptacleRecord, SceneRecord, collect_scene
+    from tasks.muep.metadata import (
+        InstanceRecord,
+        ReceptacleRecord,
+        SceneRecord,
+        collect_scene,
+    )
     from tasks.params import MetadataParams, SceneParams
     from tasks.records import write_records
 

@@ -9,13 +9,19 @@ from collections import Counter
 
 import pytest
 
-from tasks.errors import LLMError
+from core.errors import LLMError
 from tasks.llm import build_client, request_from_params
 from tasks.llm.base import ChatRequest
 from tasks.llm.offline import OfflineBackend
 from tasks.muep.filter import filter_tasks, scene_facts
 from tasks.muep.generate import PromptJob, records_from
-from tasks.muep.metadata import InstanceRecord, ObjectTypeRecord, SceneMetadata, SceneRecord, collect_scene
+from tasks.muep.metadata import (
+    InstanceRecord,
+    ObjectTypeRecord,
+    SceneMetadata,
+    SceneRecord,
+    collect_scene,
+)
 from tasks.muep.parser import parse_response
 from tasks.muep.prompts import DICTIONARY_HEADER, ROOM_TASK_TYPES, build_messages
 from tasks.muep.vocab import TASK_TYPES

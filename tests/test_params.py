@@ -11,8 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.errors import ConfigError
-from tasks.params import ALL_FLOORPLANS, DEFAULT_UNSEEN, Params, load_params, profile_overrides, room_type_of
+from core.errors import ConfigError
+from tasks.params import (
+    ALL_FLOORPLANS,
+    DEFAULT_UNSEEN,
+    Params,
+    load_params,
+    profile_overrides,
+    room_type_of,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 

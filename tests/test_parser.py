@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tasks.muep.parser import PARSE_REJECT_REASONS, ParsedTask, ParseReject, parse_response
+from tasks.muep.parser import (
+    PARSE_REJECT_REASONS,
+    ParsedTask,
+    ParseReject,
+    parse_response,
+)
 from tasks.muep.vocab import TASK_TYPES, canonical_task_type, canonical_type
 
 CORPUS_FILE = Path(__file__).parent / "data" / "messy_llm_outputs.yaml"

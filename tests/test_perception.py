@@ -12,11 +12,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from robot.contract.params import (
+    CameraParams,
+    CameraRigParams,
+    FusionParams,
+    GroundingParams,
+    PipelineParams,
+)
 from robot.errors import BackendUnavailable, GoalError
 from robot.grasps import Hand, matrix_from_quat
-from robot.params import CameraParams, CameraRigParams, FusionParams, GroundingParams, PipelineParams
 from robot.perception import cameras, point_grasps
-from robot.perception.cameras import CameraFrame, CameraSpec, backproject, intrinsics, look_at, project
+from robot.perception.cameras import (
+    CameraFrame,
+    CameraSpec,
+    backproject,
+    intrinsics,
+    look_at,
+    project,
+)
 from robot.perception.grasp_backends import create_grasp_backend
 from robot.perception.grounding import Detection, assign_names, create_grounder, phrase
 from robot.perception.matching import iou, match_boxes, match_views, vote
@@ -253,8 +266,15 @@ def test_sim_seg_needs_a_segmentation_image():
 
 
 def _tiny_owlvit(path):
-    from transformers import (OwlViTConfig, OwlViTForObjectDetection, OwlViTProcessor, PreTrainedTokenizerFast)
-    from transformers.models.owlvit.image_processing_pil_owlvit import OwlViTImageProcessorPil
+    from transformers import (
+        OwlViTConfig,
+        OwlViTForObjectDetection,
+        OwlViTProcessor,
+        PreTrainedTokenizerFast,
+    )
+    from transformers.models.owlvit.image_processing_pil_owlvit import (
+        OwlViTImageProcessorPil,
+    )
 
     from tasks.train.tiny import _bpe
 
@@ -333,9 +353,9 @@ def test_bad_pipeline_settings_name_the_field(update, message):
 
 
 def test_a_goal_asking_for_an_unavailable_backend_fails_at_the_goal():
+    from robot.contract.catalog import load_catalog
     from robot.episode import parse_goal
     from tasks.roboscript.benchmark import load_benchmark
-    from tasks.roboscript.catalog import load_catalog
     from tasks.roboscript.params import WorldsParams
 
     world = load_benchmark(load_catalog(), WorldsParams())[0].world.to_json()
@@ -356,11 +376,10 @@ def test_fusion_defaults_keep_a_truncation_of_several_voxels():
 
 
 def test_ablation_trials_cover_settings_studies_and_objects_and_name_a_bad_object():
-    from robot import ablation
-    from robot.params import AblationParams, RobotEvalParams
-    from tasks.errors import ConfigError
-    from tasks.roboscript.catalog import load_catalog
-    from tasks.roboscript.params import WorldsParams
+    from core.errors import ConfigError
+    from robot.contract.catalog import load_catalog
+    from tasks.roboscript.eval import ablation
+    from tasks.roboscript.params import AblationParams, RobotEvalParams, WorldsParams
 
     ep = RobotEvalParams(ablation=AblationParams(objects=["apple", "blue_block"], settings=["gt", "no_gt"]))
     trials, skipped = ablation.trials(load_catalog(), WorldsParams(), ep)
@@ -376,7 +395,7 @@ def test_ablation_trials_cover_settings_studies_and_objects_and_name_a_bad_objec
 
 
 def test_ablation_summary_means_drops_and_report_text():
-    from robot import ablation
+    from tasks.roboscript.eval import ablation
 
     def result(*successes):
         return {"ok": True, "repeats": [{"status": "ok", "success": s, "perception": {"wall_s": 0.5}} for s in successes]}

@@ -7,20 +7,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from robot_goals import SIMPLE_0, goal
 
-from robot import shapes
 from robot.backends import create_backend
+from robot.contract.params import NoiseParams, PipelineParams
+from robot.contract.tool_api import Pose
 from robot.episode import EpisodeRunner
 from robot.errors import PlanningError
-from robot.params import NoiseParams, PipelineParams
 from robot.perception import ObjectNotFound, create_perception
 from robot.perception.cameras import project
 from robot.perception.pipeline import Pipeline
 from robot.perception.scene import PlanningScene, ScenePiece
-from robot.scoring import task_metrics
-from robot.tool_api import Pose
 from robot.tools_impl import RobotTools
-from robot_goals import SIMPLE_0, goal
+from tasks.roboscript.eval import shapes
+from tasks.roboscript.eval.scoring import task_metrics
 from tasks.roboscript.params import WorldsParams
 
 pytestmark = pytest.mark.sim
@@ -219,7 +219,7 @@ def test_the_pipeline_runs_with_the_detector_backend_on_a_tiny_random_model(sim,
 
 
 def test_a_door_hinge_is_estimated_on_the_right_edge_and_opens_outwards(sim, catalog):
-    from tasks.roboscript.world import World, cabinet_models
+    from robot.contract.world import World, cabinet_models
 
     worlds = WorldsParams()
     parts, joints = cabinet_models(catalog["cabinet_2_drawers_1_door"], (0.70, 0.0), worlds.table.height)

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from repo_copy import copy_repo, run_checked, stages_run
 import yaml
-
+from repo_copy import copy_repo, run_checked, stages_run
 
 pytestmark = [pytest.mark.dvc, pytest.mark.prefect]
 

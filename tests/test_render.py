@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from PIL import Image, ImageChops
 
-from tasks.errors import ConfigError, PipelineError
+from core.errors import ConfigError, PipelineError
 from tasks.muep.alfworld_data import read_scene
 from tasks.muep.metadata import collect_scene
 from tasks.muep.render import RENDERERS, Renderer, build_renderer
 from tasks.muep.render.layout import layout_from_metadata
 from tasks.muep.render.schematic import SchematicRenderer
-from tasks.muep.render.thor import ThorRenderer, ThorUnavailableError
+from tasks.muep.render.thor import ThorUnavailableError
 from tasks.muep.world_state import WorldState
 from tasks.params import MetadataParams, SceneParams
 

@@ -7,10 +7,11 @@ import dataclasses
 
 import pytest
 
-from tasks.errors import DataError
-from tasks.roboscript.benchmark import BENCHMARK_FILE, WorldState, evaluate, initial_state, load_benchmark
-from tasks.roboscript.catalog import load_catalog
-from tasks.roboscript.geometry import Box
+from core.errors import DataError
+from robot.contract.catalog import load_catalog
+from robot.contract.geometry import Box
+from robot.contract.items import TabletopState, initial_state
+from tasks.roboscript.benchmark import BENCHMARK_FILE, evaluate, load_benchmark
 from tasks.roboscript.params import WorldsParams
 from tasks.roboscript.worlds import world_problems
 
@@ -35,7 +36,7 @@ def test_no_task_is_solved_at_the_start(task_id):
     assert all(r.detail for r in results)
 
 
-def _put(state: WorldState, obj: str, receptacle: str, inside: bool) -> None:
+def _put(state: TabletopState, obj: str, receptacle: str, inside: bool) -> None:
     """Move ``obj`` to the middle of ``receptacle``: resting on its top, or on its floor when ``inside``."""
     o, r = state.boxes[obj], state.boxes[receptacle]
     cx, cy = (r.x0 + r.x1) / 2, (r.y0 + r.y1) / 2
@@ -44,7 +45,7 @@ def _put(state: WorldState, obj: str, receptacle: str, inside: bool) -> None:
     state.boxes[obj] = Box(cx - sx / 2, cy - sy / 2, z0, cx + sx / 2, cy + sy / 2, z0 + sz)
 
 
-def _goal_state(task_id: str) -> WorldState:
+def _goal_state(task_id: str) -> TabletopState:
     task = TASKS[task_id]
     state = initial_state(task.world)
     for item in task.evaluation:

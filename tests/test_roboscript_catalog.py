@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.errors import DataError
-from tasks.roboscript.catalog import CATALOG_FILE, CatalogError, load_catalog, parse_catalog
+from core.errors import DataError
+from robot.contract.catalog import (
+    CATALOG_FILE,
+    CatalogError,
+    load_catalog,
+    parse_catalog,
+)
 
 GOOD = """\
 assets:

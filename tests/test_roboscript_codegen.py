@@ -12,14 +12,24 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from openai_server import FakeOpenAIServer, last_user_message, ok, running_server
+
+from robot.contract.catalog import load_catalog
 from tasks.llm import build_client
 from tasks.params import LLMParams
 from tasks.roboscript.benchmark import load_benchmark
-from tasks.roboscript.catalog import load_catalog
-from tasks.roboscript.code_prompts import SUB_MARK, main_messages, sub_messages, task_query
-from tasks.roboscript.codegen import CodeJob, HierarchicalGenerator, extract_code, to_records
+from tasks.roboscript.code_prompts import (
+    SUB_MARK,
+    main_messages,
+    sub_messages,
+    task_query,
+)
+from tasks.roboscript.codegen import (
+    CodeJob,
+    HierarchicalGenerator,
+    extract_code,
+    to_records,
+)
 from tasks.roboscript.params import CodegenParams, WorldsParams
 
 

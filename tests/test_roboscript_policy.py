@@ -7,9 +7,19 @@ import inspect
 
 import pytest
 
-from robot.code_policy import DEFAULT_POLICY, REASON_CODES, CodePolicy, Reason, check_snippet
-from robot.tool_api import TOOL_SPECS, ToolAPI, tool_docs
-from tasks.roboscript.code_prompts import load_examples, main_system_prompt, sub_system_prompt
+from robot.contract.code_policy import (
+    DEFAULT_POLICY,
+    REASON_CODES,
+    CodePolicy,
+    Reason,
+    check_snippet,
+)
+from robot.contract.tool_api import TOOL_SPECS, ToolAPI, tool_docs
+from tasks.roboscript.code_prompts import (
+    load_examples,
+    main_system_prompt,
+    sub_system_prompt,
+)
 
 PAPER_TOOLS = {
     "get_object_name_list", "get_object_center_position", "get_object_pose", "get_3d_bbox",

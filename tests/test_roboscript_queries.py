@@ -8,10 +8,10 @@ import random
 import pandas as pd
 import pytest
 
+from robot.contract.catalog import load_catalog
 from tasks.llm import build_client
 from tasks.llm.base import ChatRequest
 from tasks.params import LLMParams
-from tasks.roboscript.catalog import load_catalog
 from tasks.roboscript.params import QueriesParams, WorldsParams
 from tasks.roboscript.queries import build_messages, generate_queries, parse_reply
 from tasks.roboscript.scene_text import describe

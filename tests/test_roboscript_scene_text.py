@@ -8,7 +8,7 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tasks.roboscript.catalog import load_catalog
+from robot.contract.catalog import load_catalog
 from tasks.roboscript.params import WorldsParams
 from tasks.roboscript.scene_text import arrangement_of, describe, parse_scene_text
 from tasks.roboscript.worlds import sample_world

@@ -11,10 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tasks.roboscript.catalog import load_catalog
-from tasks.roboscript.geometry import Rect
+from robot.contract.catalog import load_catalog
+from robot.contract.geometry import Rect
+from robot.contract.world import (
+    World,
+    cabinet_models,
+    drawer_travel,
+    read_world,
+    write_world,
+)
 from tasks.roboscript.params import RobotParams, TableParams, WorldsParams
-from tasks.roboscript.world import World, cabinet_models, drawer_travel, read_world, write_world
 from tasks.roboscript.worlds import sample_world, world_problems
 
 CATALOG = load_catalog()

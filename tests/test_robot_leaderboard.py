@@ -5,7 +5,7 @@ from __future__ import annotations
 import mlflow
 from mlflow import MlflowClient
 
-from robot.leaderboard import markdown_table_to_html, section_markdown
+from tasks.roboscript.eval.leaderboard import markdown_table_to_html, section_markdown
 
 
 def test_table2_from_mlflow_runs(tmp_path):

@@ -23,13 +23,14 @@ pytestmark = [pytest.mark.ros, pytest.mark.sim]
 if ros_env.check():
     pytest.skip("ROS is not available: " + "; ".join(ros_env.check()), allow_module_level=True)
 
-from robot.client import RunnerClient, RunnerPool, discover, ensure_node, run_many  # noqa: E402
-from robot.pool import LocalPool, free_port, start_master, stop_process  # noqa: E402
-from tasks.roboscript.benchmark import load_benchmark  # noqa: E402
-from tasks.roboscript.catalog import load_catalog  # noqa: E402
-from tasks.roboscript.params import WorldsParams  # noqa: E402
 from robot_goals import SIMPLE_0  # noqa: E402
 from robot_goals import request as _request  # noqa: E402
+
+from robot.client import RunnerClient, RunnerPool, discover, ensure_node, run_many  # noqa: E402
+from robot.contract.catalog import load_catalog  # noqa: E402
+from robot.pool import LocalPool, free_port, start_master, stop_process  # noqa: E402
+from tasks.roboscript.benchmark import load_benchmark  # noqa: E402
+from tasks.roboscript.params import WorldsParams  # noqa: E402
 
 BUSY = "p = get_gripper_pose()\nfor i in range(10 ** 12):\n    x = i\n"
 
@@ -152,7 +153,7 @@ def test_runner_exits_clearly_when_its_master_goes_away(tmp_path):
 @pytest.mark.prefect
 def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     from flows import roboscript_eval
-    from robot import evaluation
+    from tasks.roboscript import layout
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -161,8 +162,8 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     params["llm"]["offline"]["noise"] = 0.0
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-    monkeypatch.setattr(evaluation, "REPORTS", tmp_path / "reports")
-    monkeypatch.setattr(evaluation, "CODEGEN_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(layout, "EVAL_CACHE", tmp_path / "cache")
     summary = roboscript_eval.roboscript_eval(str(params_file))
     report = json.loads((tmp_path / "reports" / "eval.json").read_text())
     assert set(report["tasks"]) == {"Simple_0", "Hard_1", "Hard_2"}
@@ -186,7 +187,7 @@ def test_camera_topics_carry_the_frames_a_driver_publishes_into_the_pipeline(poo
     import numpy as np
 
     from robot.backends import create_backend
-    from robot.params import PipelineParams
+    from robot.contract.params import PipelineParams
     from robot.perception.pipeline import Pipeline
     from robot.perception.ros_cameras import CameraTopics
 
@@ -217,7 +218,7 @@ def test_camera_topics_carry_the_frames_a_driver_publishes_into_the_pipeline(poo
 
 def test_perception_ablation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     from flows import roboscript_perception
-    from robot import evaluation
+    from tasks.roboscript import layout
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -226,7 +227,7 @@ def test_perception_ablation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_
                                                 "settings": ["gt", "no_gt"], "repeats": 1}
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
-    monkeypatch.setattr(evaluation, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
     means = roboscript_perception.roboscript_perception(str(params_file))
     report = json.loads((tmp_path / "reports" / "perception.json").read_text())
     assert set(report["success"]) == {"gt", "no_gt"} and set(means) == {"gt", "no_gt"}

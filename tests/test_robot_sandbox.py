@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from robot.contract.tool_api import Pose
 from robot.errors import RobotError, ToolArgumentError, WorkspaceError
 from robot.sandbox import Limits, run_code
-from robot.tool_api import Pose
 
 
 class FakeTools:

@@ -8,18 +8,23 @@ import json
 
 import numpy as np
 import pytest
-
-from robot import shapes
-from robot.backends import create_backend
-from robot.episode import EpisodeRunner, parse_goal
-from robot.errors import BackendUnavailable, GoalError, ToolArgumentError, WorkspaceError
-from robot.params import NoiseParams, RobotEvalParams
-from robot.perception import create_perception
-from robot.scoring import task_metrics
-from robot.tool_api import Pose
 from robot_goals import SIMPLE_0, goal
+
+from robot.backends import create_backend
+from robot.contract.params import NoiseParams
+from robot.contract.tool_api import Pose
+from robot.episode import EpisodeRunner, parse_goal
+from robot.errors import (
+    BackendUnavailable,
+    GoalError,
+    ToolArgumentError,
+    WorkspaceError,
+)
+from robot.perception import create_perception
 from robot.tools_impl import RobotTools
-from tasks.roboscript.params import WorldsParams
+from tasks.roboscript.eval import shapes
+from tasks.roboscript.eval.scoring import task_metrics
+from tasks.roboscript.params import RobotEvalParams, WorldsParams
 
 pytestmark = pytest.mark.sim
 
@@ -180,7 +185,7 @@ def test_moveit_backend_says_what_is_missing():
 def test_cabinet_door_swings_open_along_an_arc_about_its_hinge(catalog):
     import numpy as np
 
-    from tasks.roboscript.world import World, cabinet_models
+    from robot.contract.world import World, cabinet_models
 
     worlds = WorldsParams()
     parts, joints = cabinet_models(catalog["cabinet_2_drawers_1_door"], (0.72, 0.0), worlds.table.height)

@@ -9,10 +9,19 @@ from pathlib import Path
 import pytest
 from test_train_support import make_sft, quick_params, restore_torch_threads  # noqa: F401
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.train import tiny
-from tasks.train.data import (IGNORE, TEMPLATES, Encoder, ImageStore, bodies, check_window, read_split, text_body,
-                              vision_body)
+from tasks.train.data import (
+    IGNORE,
+    TEMPLATES,
+    Encoder,
+    ImageStore,
+    bodies,
+    check_window,
+    read_split,
+    text_body,
+    vision_body,
+)
 from tasks.train.pipeline import plan_run
 
 REPO = Path(__file__).resolve().parent.parent

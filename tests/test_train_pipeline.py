@@ -89,7 +89,7 @@ def test_prefect_deployments_are_listed_by_a_local_server(workdir, tmp_path):
         _run([*prefect, "--no-prompt", "deploy", "--all"], work, env)
         listed = _run([*prefect, "deployment", "ls"], work, env | {"COLUMNS": "200"}).stdout
         for expected in ("muep-train/muep-train-gpu", "muep-train/muep-train-tiny",
-                         "muep-eval-deployment/muep-eval-gpu"):
+                         "muep-eval/muep-eval-gpu"):
             assert expected in listed, listed
         shown = _run([*prefect, "deployment", "inspect", "muep-train/muep-train-gpu"], work, env).stdout
         assert "'profile': 'full'" in shown and "gpu-pool" in shown

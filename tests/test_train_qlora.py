@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_train_support import make_sft, quick_params, restore_torch_threads, tracking_in  # noqa: F401
+from test_train_support import (  # noqa: F401
+    make_sft,
+    quick_params,
+    restore_torch_threads,
+    tracking_in,
+)
 
 from tasks.train.models import linear4bit_modules
 from tasks.train.pipeline import plan_run

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from test_train_support import make_sft, quick_params, restore_torch_threads  # noqa: F401
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.params import TrainParams, validate
 from tasks.train import tiny
 from tasks.train.data import TEMPLATES

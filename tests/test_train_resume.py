@@ -8,7 +8,12 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_train_support import make_sft, quick_params, restore_torch_threads, tracking_in  # noqa: F401
+from test_train_support import (  # noqa: F401
+    make_sft,
+    quick_params,
+    restore_torch_threads,
+    tracking_in,
+)
 
 from tasks.train.pipeline import plan_run, run
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robot.tool_api import Pose
-from tasks.roboscript.benchmark import WorldState
-from tasks.roboscript.world import Model, World
+from robot.contract.items import TabletopState
+from robot.contract.tool_api import Pose
+from robot.contract.world import Model, World
 
 if TYPE_CHECKING:  # the perception package imports this module
     from robot.perception.cameras import CameraFrame, CameraSpec
@@ -126,12 +126,12 @@ class RobotBackend(ABC):
     @abstractmethod
     def joint_states(self) -> list[JointState]: ...
 
-    def world_state(self) -> WorldState:
+    def world_state(self) -> TabletopState:
         """What the evaluation items are checked against."""
-        from tasks.roboscript.geometry import Box
+        from robot.contract.geometry import Box
 
         boxes = {name: Box.of(self.model_box(name).tolist()) for name in self.model_names() if name != "table"}
-        return WorldState(boxes, {j.part: j.value for j in self.joint_states()})
+        return TabletopState(boxes, {j.part: j.value for j in self.joint_states()})
 
     # ------------------------------------------------------------------------------------------------ sensing
 

@@ -22,9 +22,9 @@ import importlib
 import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
+from robot.contract.tool_api import Pose
+from robot.contract.world import World
 from robot.errors import BackendUnavailable, PlanningError, ToolArgumentError
-from robot.tool_api import Pose
-from tasks.roboscript.world import World
 
 LINK_RADIUS = 0.08
 """Half the thickness the self filter gives the arm's links (m)."""

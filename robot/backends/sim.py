@@ -21,16 +21,16 @@ import time
 
 import numpy as np
 
+from robot.backends import sim_cameras
 from robot.backends.arms import HOME_OFFSET, load_arm
 from robot.backends.base import JointState, RobotBackend
-from robot.backends import sim_cameras
 from robot.backends.sim_ghosts import GhostScene
 from robot.backends.sim_motion import MotionPlanner
 from robot.backends.sim_scene import SceneBuilder, SimModel
+from robot.contract.catalog import load_catalog
+from robot.contract.tool_api import Pose
+from robot.contract.world import World
 from robot.errors import BackendUnavailable, ToolArgumentError
-from robot.tool_api import Pose
-from tasks.roboscript.catalog import load_catalog
-from tasks.roboscript.world import World
 
 SLIP_M = 0.025
 RETREAT_M = 0.05

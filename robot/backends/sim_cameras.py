@@ -19,7 +19,7 @@ _ROBOT_RGBA = (0.92, 0.92, 0.95, 1.0)
 
 def paint(pb, client: int, models: dict, world, robot_body: int) -> None:
     """Give every body its colour: catalog colours for objects and containers, wood for table and cabinet."""
-    from tasks.roboscript.render import colour_rgba
+    from robot.contract.catalog import colour_rgba
 
     for name, sim in models.items():
         if name == "table":

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robot.tool_api import Pose
+from robot.contract.tool_api import Pose
 
 if TYPE_CHECKING:
     from robot.backends.sim import SimBackend

@@ -17,10 +17,10 @@ import numpy as np
 
 from robot.backends.sim_ik import IKSolver
 from robot.backends.sim_rrt import rrt_connect, shortcut
+from robot.contract.tool_api import Pose
+from robot.contract.world import CABINET
 from robot.errors import PlanningError
 from robot.grasps import matrix_from_quat as _matrix
-from robot.tool_api import Pose
-from tasks.roboscript.world import CABINET
 
 if TYPE_CHECKING:
     from robot.backends.sim import SimBackend

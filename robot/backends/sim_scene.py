@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from robot.backends.urdf import cabinet_urdf
-from tasks.roboscript.catalog import Catalog
-from tasks.roboscript.world import CABINET, Model, World
+from robot.contract.catalog import Catalog
+from robot.contract.world import CABINET, Model, World
 
 FRICTION = 0.9
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from tasks.roboscript.world import CABINET, World
+from robot.contract.world import CABINET, World
 
 PANEL = 0.02
 

@@ -6,22 +6,21 @@
   box matching, 3-D instances, grasps from points and the planning scene from the reconstruction
   (``robot/perception/perceived.py``, docs/perception.md).
 
-The tools (``robot/tools_impl.py``) only talk to :class:`Perception`; a new mode is a new module registering a
-subclass. Importing this package loads neither Open3D nor transformers: the pipeline imports them when it runs.
+The tools (``robot/tools_impl.py``) only talk to :class:`Perception`; a new mode is a new module with a subclass and
+its line in ``core.plugins.PERCEPTION_MODES``. Importing this package loads neither Open3D nor transformers: the pipeline imports them when it runs.
 """
 
 from __future__ import annotations
 
+from core.plugins import PERCEPTION_MODES
 from robot.backends.base import RobotBackend
-from robot.params import NoiseParams, PipelineParams
-from robot.perception import modes, perceived  # noqa: F401 - they register the modes
+from robot.contract.params import NoiseParams, PipelineParams
 from robot.errors import ObjectNotFound
 from robot.perception.base import Perception
-from robot.perception.registry import PERCEPTION_MODES
 
 __all__ = ["PERCEPTION_MODES", "ObjectNotFound", "Perception", "create_perception"]
 
 
 def create_perception(mode: str, backend: RobotBackend, noise: NoiseParams, seed: int,
                       pipeline: PipelineParams | None = None) -> Perception:
-    return PERCEPTION_MODES.get(mode)(backend, noise, seed, pipeline)
+    return PERCEPTION_MODES.load(mode)(backend, noise, seed, pipeline)

@@ -7,8 +7,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
-from robot.params import NoiseParams, PipelineParams
-from robot.tool_api import Pose
+from robot.contract.params import NoiseParams, PipelineParams
+from robot.contract.tool_api import Pose
 
 
 class Perception(ABC):

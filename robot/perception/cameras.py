@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robot.params import CameraRigParams
+from robot.contract.params import CameraRigParams
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robot.params import FusionParams
+from robot.contract.params import FusionParams
 from robot.perception.cameras import CameraFrame
 
 BLOCK_RESOLUTION = 8

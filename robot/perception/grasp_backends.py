@@ -20,13 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.plugins import GRASP_BACKENDS
 from robot import grasps
+from robot.contract.tool_api import Pose
 from robot.errors import BackendUnavailable
 from robot.perception import point_grasps
-from robot.tool_api import Pose
-from tasks.registry import Registry
-
-GRASP_BACKENDS: Registry[type] = Registry("grasp backend")
 
 
 @dataclass
@@ -52,7 +50,6 @@ class GraspBackend(ABC):
     def grasp(self, request: GraspRequest) -> Pose | None: ...
 
 
-@GRASP_BACKENDS.register("point-sampler")
 class PointSampler(GraspBackend):
     def grasp(self, request: GraspRequest) -> Pose | None:
         candidates = point_grasps.sample(request.points, request.normals, request.scene, request.hand,
@@ -61,7 +58,6 @@ class PointSampler(GraspBackend):
         return point_grasps.best_grasp(candidates, request.reachable)
 
 
-@GRASP_BACKENDS.register("box-heuristic")
 class BoxHeuristic(GraspBackend):
     def grasp(self, request: GraspRequest) -> Pose | None:
         return grasps.adaptive(request.box, request.hand, request.kind, request.opening,
@@ -90,7 +86,6 @@ class _Unavailable(GraspBackend):
         raise BackendUnavailable(f"the {self.what} grasp backend cannot run here.", hint=self.hint)
 
 
-@GRASP_BACKENDS.register("anygrasp")
 class AnyGrasp(_Unavailable):
     module = "gsnet"
     what = "AnyGrasp"
@@ -98,7 +93,6 @@ class AnyGrasp(_Unavailable):
             "point-sampler.")
 
 
-@GRASP_BACKENDS.register("giga")
 class Giga(_Unavailable):
     module = "vgn"
     what = "GIGA"
@@ -106,4 +100,4 @@ class Giga(_Unavailable):
 
 
 def create_grasp_backend(name: str) -> GraspBackend:
-    return GRASP_BACKENDS.get(name)()
+    return GRASP_BACKENDS.load(name)()

@@ -23,12 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from core.plugins import GROUNDING_BACKENDS
+from robot.contract.params import GroundingParams
 from robot.errors import BackendUnavailable
-from robot.params import GroundingParams
 from robot.perception.cameras import CameraFrame
-from tasks.registry import Registry
-
-GROUNDING_BACKENDS: Registry[type] = Registry("grounding backend")
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,6 @@ class Grounder(ABC):
         """Per view, the boxes found for ``names``."""
 
 
-@GROUNDING_BACKENDS.register("sim-seg")
 class SimSegmentation(Grounder):
     """Boxes from the simulator's segmentation: every queried model with enough visible pixels, then the errors."""
 
@@ -110,7 +107,6 @@ def _mask_box(mask: np.ndarray, min_pixels: int) -> tuple[float, float, float, f
     return float(cols.min()), float(rows.min()), float(cols.max() + 1), float(rows.max() + 1)
 
 
-@GROUNDING_BACKENDS.register("hf-detector")
 class HFDetector(Grounder):
     """A zero-shot object detector from transformers, loaded once from ``model_path``."""
 
@@ -193,4 +189,4 @@ def assign_names(found: list[Detection], names: list[str]) -> list[Detection]:
 
 
 def create_grounder(params: GroundingParams, seed: int = 0) -> Grounder:
-    return GROUNDING_BACKENDS.get(params.backend)(params, seed)
+    return GROUNDING_BACKENDS.load(params.backend)(params, seed)

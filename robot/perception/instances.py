@@ -23,12 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from robot.backends.base import JointState
-from robot.params import SegmentationParams
+from robot.contract.params import SegmentationParams
+from robot.contract.tool_api import Pose
 from robot.perception.cameras import CameraFrame, project
 from robot.perception.fusion import Reconstruction, fit_plane, in_boxes
 from robot.perception.grounding import Detection
 from robot.perception.matching import Match, presence
-from robot.tool_api import Pose
 
 VISIBLE_TOL_M = 0.006
 

@@ -2,7 +2,7 @@
 
 * ``ground_truth`` -- the backend's own state, live (paper V-A: "ground truth 3D perception from the simulation").
 * ``noisy`` -- what ``detect_objects`` saw: a snapshot of the ground truth with Gaussian noise on box centres and
-  extents, orientations and joint axes (``robot.params.NoiseParams``). The snapshot goes stale when the scene
+  extents, orientations and joint axes (``robot.contract.params.NoiseParams``). The snapshot goes stale when the scene
   changes until the code calls ``detect_objects`` again, as with a real pipeline; an object asked about before any
   detection is detected then.
 """
@@ -15,13 +15,11 @@ from dataclasses import replace
 import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
-from robot.params import NoiseParams, PipelineParams
+from robot.contract.params import NoiseParams, PipelineParams
+from robot.contract.tool_api import Pose
 from robot.perception.base import Perception
-from robot.perception.registry import PERCEPTION_MODES
-from robot.tool_api import Pose
 
 
-@PERCEPTION_MODES.register("ground_truth")
 class GroundTruth(Perception):
     def detect(self, names: list[str] | None) -> None:
         return None
@@ -47,7 +45,6 @@ def _quat_mul(a, b) -> tuple[float, float, float, float]:
             aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz)
 
 
-@PERCEPTION_MODES.register("noisy")
 class NoisyPerception(Perception):
     def __init__(self, backend: RobotBackend, noise: NoiseParams, seed: int, pipeline: PipelineParams | None = None):
         super().__init__(backend, noise, seed, pipeline)

@@ -19,20 +19,25 @@ from __future__ import annotations
 import numpy as np
 
 from robot.backends.base import JointState, RobotBackend
-from robot.params import NoiseParams, PipelineParams
+from robot.contract.params import NoiseParams, PipelineParams
+from robot.contract.tool_api import Pose
+from robot.contract.world import CABINET
 from robot.errors import ObjectNotFound
 from robot.perception.base import Perception
-from robot.perception.instances import (Instance, estimate_joint, front_plane, plane_normal, separate,
-                                        standing_off, without_parts)
+from robot.perception.instances import (
+    Instance,
+    estimate_joint,
+    front_plane,
+    plane_normal,
+    separate,
+    standing_off,
+    without_parts,
+)
 from robot.perception.modes import GroundTruth
-from robot.perception.pipeline import STAGES, Pipeline, PerceptionResult
-from robot.perception.registry import PERCEPTION_MODES
+from robot.perception.pipeline import STAGES, PerceptionResult, Pipeline
 from robot.perception.scene import PlanningScene
-from robot.tool_api import Pose
-from tasks.roboscript.world import CABINET
 
 
-@PERCEPTION_MODES.register("perceived")
 class PerceivedPerception(Perception):
     def __init__(self, backend: RobotBackend, noise: NoiseParams, seed: int, pipeline: PipelineParams | None = None):
         super().__init__(backend, noise, seed, pipeline)

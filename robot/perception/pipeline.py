@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from robot.backends.base import RobotBackend
-from robot.params import PipelineParams
+from robot.contract.params import PipelineParams
 from robot.perception import cameras, fusion, scene
 from robot.perception.cameras import CameraFrame, CameraSpec
 from robot.perception.fusion import Reconstruction

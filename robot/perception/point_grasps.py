@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot.contract.tool_api import Pose
 from robot.grasps import DOWN, TIP_MARGIN, Hand, gripper_pose, matrix_from_quat
-from robot.tool_api import Pose
 
 FINGER_LENGTH = 0.045
 """Length of a finger along the approach direction (Panda: ~45 mm; the UR5's Robotiq: ~40 mm)."""

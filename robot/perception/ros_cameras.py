@@ -20,10 +20,12 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
-from robot.errors import RobotError
+from robot.contract.params import CameraRigParams
+from robot.errors import GoalError, RobotError
 from robot.perception.cameras import CameraFrame, CameraSpec
 
 MASTER_GRACE_S = 10.0
@@ -160,6 +162,20 @@ class CameraTopics:
             time.sleep(0.01)
 
 
+def camera_rig_from(params_file: Path) -> CameraRigParams:
+    """``roboscript.eval.pipeline.cameras`` of a params file, validated (the defaults where it says nothing)."""
+    import yaml
+    from pydantic import ValidationError
+
+    raw = yaml.safe_load(params_file.read_text(encoding="utf-8")) if params_file.exists() else None
+    for key in ("roboscript", "eval", "pipeline", "cameras"):
+        raw = raw.get(key) if isinstance(raw, dict) else None
+    try:
+        return CameraRigParams.model_validate(raw or {})
+    except ValidationError as exc:
+        raise GoalError(f"{params_file}: roboscript.eval.pipeline.cameras: {exc.errors()[0]['msg']}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m robot.perception.ros_cameras --world W.json``: the simulator's cameras as a ROS camera driver
     (for RViz, or to feed a pipeline in another process), publishing ``--rate`` frame sets per second."""
@@ -171,18 +187,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world", required=True, help="a world definition file (roboscript-world/1)")
     parser.add_argument("--ns", default="/cameras", help="topic namespace (default /cameras)")
     parser.add_argument("--rate", type=float, default=2.0, help="frame sets per second")
-    parser.add_argument("--params", default=None, help="params.yaml whose roboscript.eval.pipeline.cameras to use")
+    parser.add_argument("--params", default="params.yaml",
+                        help="params file whose roboscript.eval.pipeline.cameras to use (default: params.yaml; "
+                             "the defaults when the file or the key is absent)")
     args = parser.parse_args(argv)
     ros_env.activate()
     import rospy
 
     from robot.backends import create_backend
     from robot.client import master_up
+    from robot.contract.world import read_world
     from robot.perception.cameras import rig
-    from tasks.params import load_params
-    from tasks.roboscript.world import read_world
 
-    rig_params = load_params(args.params).roboscript.eval.pipeline.cameras
+    rig_params = camera_rig_from(Path(args.params))
     backend = create_backend("sim")
     backend.load_world(read_world(args.world))
     backend.reset(0)

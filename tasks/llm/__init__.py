@@ -1,4 +1,4 @@
-"""LLM backends: a registry (``offline``, ``openai``) and :func:`build_client` that turns ``params.llm`` into a
+"""LLM backends: the ``core.plugins.LLM_BACKENDS`` table (``offline``, ``openai``) and :func:`build_client` that turns ``params.llm`` into a
 cached, concurrency-bounded :class:`~tasks.llm.base.LLMClient`."""
 
 from __future__ import annotations
@@ -6,23 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tasks.registry import Registry
+from core.plugins import LLM_BACKENDS
 
 if TYPE_CHECKING:
     from tasks.llm.base import LLMClient
     from tasks.params import LLMParams
 
-LLM_BACKENDS: Registry[Any] = Registry("LLM backend")
-
-# Importing the modules registers the backends.
-from tasks.llm import offline as _offline  # noqa: E402,F401
-from tasks.llm import openai_backend as _openai  # noqa: E402,F401
-
 
 def build_client(params: LLMParams, cache_dir: Path | None) -> LLMClient:
     from tasks.llm.base import LLMClient, ResponseCache
 
-    backend = LLM_BACKENDS.get(params.backend)(params)
+    backend = LLM_BACKENDS.load(params.backend)(params)
     cache = ResponseCache(cache_dir) if cache_dir is not None else None
     return LLMClient(backend, cache, concurrency=params.concurrency)
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tasks.io import write_json
+from core.io import write_json
 
 log = logging.getLogger("embp.llm")
 
@@ -69,6 +69,22 @@ class Completion:
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which backend and model wrote a generated item, from which prompt (``prompt_hash``) and cached answer
+    (``response_key``, the file name under the LLM cache). Every record made from a completion carries these."""
+
+    backend: str
+    model: str
+    prompt_hash: str
+    response_key: str
+
+    @staticmethod
+    def of(completion: Completion) -> dict[str, str]:
+        return {"backend": completion.backend, "model": completion.model, "prompt_hash": completion.prompt_hash,
+                "response_key": completion.key}
 
 
 class Backend(Protocol):

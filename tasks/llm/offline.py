@@ -13,16 +13,14 @@ The answer is a pure function of (messages, seed, noise): the same prompt gives 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import random
 from collections.abc import Sequence
 from typing import Protocol
 
-from tasks.errors import LLMError
-from tasks.llm import LLM_BACKENDS
+from core.errors import LLMError
+from core.plugins import OFFLINE_SKILLS
 from tasks.llm.base import ChatRequest, Completion
 from tasks.params import LLMParams
-from tasks.registry import Registry
 
 
 class OfflineSkill(Protocol):
@@ -31,25 +29,18 @@ class OfflineSkill(Protocol):
     def respond(self, messages: Sequence[tuple[str, str]], rng: random.Random, noise: float) -> str: ...
 
 
-OFFLINE_SKILLS: Registry[OfflineSkill] = Registry("offline proposer skill")
-
-#: Modules whose import registers a skill. A new stage that prompts an LLM adds its skill module here.
-SKILL_MODULES = ("tasks.muep.offline_proposer", "tasks.roboscript.offline_skill")
 
 
-@LLM_BACKENDS.register("offline")
 class OfflineBackend:
     name = "offline"
 
     def __init__(self, params: LLMParams):
         self.params = params
         self.model = params.model
-        for module in SKILL_MODULES:
-            importlib.import_module(module)
+        self.skills = [(name, OFFLINE_SKILLS.load(name)()) for name in OFFLINE_SKILLS]
 
     def complete(self, request: ChatRequest) -> Completion:
-        for skill_name in OFFLINE_SKILLS:
-            skill = OFFLINE_SKILLS.get(skill_name)
+        for _, skill in self.skills:
             if skill.matches(request.messages):
                 digest = hashlib.sha256(repr((request.messages, request.seed)).encode("utf-8")).digest()
                 rng = random.Random(int.from_bytes(digest[:8], "big"))

@@ -15,8 +15,7 @@ import time
 
 import openai
 
-from tasks.errors import ConfigError, LLMError
-from tasks.llm import LLM_BACKENDS
+from core.errors import ConfigError, LLMError
 from tasks.llm.base import ChatRequest, Completion
 from tasks.params import LLMParams
 
@@ -25,7 +24,6 @@ log = logging.getLogger("embp.llm")
 _RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError, openai.APITimeoutError)
 
 
-@LLM_BACKENDS.register("openai")
 class OpenAIBackend:
     name = "openai"
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import numpy as np
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 _INSTALL_HINT = (
     "Install it with `make setup`, or `pip install --no-deps alfworld==0.4.2` (without its dependencies: we only "

@@ -16,11 +16,17 @@ from pathlib import Path
 import pandas as pd
 from PIL import Image
 
-from tasks.errors import DataError
-from tasks.io import write_text
+from core.errors import DataError
+from core.io import write_text
 from tasks.muep import card_figures
-from tasks.muep.demo_reader import check_against_index, episodes, read_index, read_shard, read_splits
 from tasks.muep.card_text import render_card
+from tasks.muep.demo_reader import (
+    check_against_index,
+    episodes,
+    read_index,
+    read_shard,
+    read_splits,
+)
 from tasks.muep.demos import REJECT_REASONS, SPLITS
 from tasks.muep.vocab import TASK_TYPES
 

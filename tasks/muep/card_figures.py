@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - after choosing the backend
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from tasks.io import atomic_path  # noqa: E402
+from core.io import atomic_path  # noqa: E402
 from tasks.muep.demo_reader import DemoStep  # noqa: E402
 from tasks.muep.demos import SPLITS  # noqa: E402
 from tasks.muep.vocab import TASK_TYPES  # noqa: E402

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.demos import SPLITS, EpisodeRecord
 from tasks.records import read_table
 

@@ -27,16 +27,15 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from tasks.errors import DataError
-from tasks.io import atomic_path, write_json
+from core.errors import DataError
+from core.io import atomic_path, write_json
 from tasks.muep import alfworld_data
-from tasks.muep.generate import TaskRecord
 from tasks.muep.metadata import InstanceRecord, ReceptacleRecord, SceneRecord
 from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.planner import PlannerWorker, PlanResult
+from tasks.muep.render.layout import layout_from_metadata
 from tasks.muep.textworld_env import Game, GameEngine, load_game, put_command
 from tasks.muep.vocab import TASK_TYPES, catalog
-from tasks.muep.render.layout import layout_from_metadata
 from tasks.muep.world_state import SceneLayout, WorldState
 from tasks.records import columns, read_table, to_frame
 

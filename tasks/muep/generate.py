@@ -9,15 +9,15 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tasks.llm import request_from_params
-from tasks.llm.base import Completion, LLMClient
+from tasks.llm.base import Completion, LLMClient, Provenance
 from tasks.muep.parser import ParsedTask, ParseReject, parse_response
 from tasks.muep.prompts import build_messages
-from tasks.params import LLMParams, GenerateParams
+from tasks.params import GenerateParams, LLMParams
 from tasks.progress import Progress
 
 
 @dataclass(frozen=True)
-class TaskRecord:
+class TaskRecord(Provenance):
     task_id: str
     scene: str
     floorplan: int
@@ -36,15 +36,11 @@ class TaskRecord:
     request_index: int
     line_no: int
     raw_line: str
-    backend: str
-    model: str
-    prompt_hash: str
-    response_key: str
     finish_reason: str
 
 
 @dataclass(frozen=True)
-class ParseRejectRecord:
+class ParseRejectRecord(Provenance):
     scene: str
     floorplan: int
     room_type: str
@@ -54,10 +50,6 @@ class ParseRejectRecord:
     raw_line: str
     reason: str
     detail: str
-    backend: str
-    model: str
-    prompt_hash: str
-    response_key: str
 
 
 @dataclass(frozen=True)
@@ -93,8 +85,7 @@ def records_from(job: PromptJob, completion: Completion) -> tuple[list[TaskRecor
     parsed, rejected = parse_response(completion.text, completion.finish_reason)
     common = dict(scene=job.scene, floorplan=job.floorplan, room_type=job.room_type, split=job.split,
                   request_index=job.request_index)
-    provenance = dict(backend=completion.backend, model=completion.model, prompt_hash=completion.prompt_hash,
-                      response_key=completion.key)
+    provenance = Provenance.of(completion)
     tasks = [
         TaskRecord(task_id=_task_id(job, completion, position), **common, task_type=t.task_type,
                    instruction=t.instruction, object_name=t.object_name, object_type=t.object_type,

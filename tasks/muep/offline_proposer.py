@@ -13,7 +13,6 @@ import random
 import re
 from collections.abc import Sequence
 
-from tasks.llm.offline import OFFLINE_SKILLS
 from tasks.muep.prompts import DICTIONARY_HEADER
 from tasks.muep.vocab import TASK_TYPES, catalog, phrase
 
@@ -139,4 +138,3 @@ class MuEPTaskProposer:
         return None
 
 
-OFFLINE_SKILLS.register("muep-task-generation")(MuEPTaskProposer())

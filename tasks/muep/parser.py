@@ -30,7 +30,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tasks.muep.vocab import TASK_TYPES, _lookup, _norm, canonical_task_type, canonical_type, catalog
+from tasks.muep.vocab import (
+    TASK_TYPES,
+    _lookup,
+    _norm,
+    canonical_task_type,
+    canonical_type,
+    catalog,
+)
 
 PARSE_REJECT_REASONS = (
     "empty_response", "truncated", "wrong_language", "malformed_json", "not_a_task", "unknown_task_type",

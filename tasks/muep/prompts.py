@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.vocab import TASK_TYPES, catalog
 
 PROMPT_DIR = Path(__file__).parent / "prompts"

@@ -24,9 +24,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks.errors import DataError
-from tasks.io import atomic_path
-from tasks.muep.demo_reader import DemoStep, check_against_index, episodes, read_index, read_shard, read_splits
+from core.errors import DataError
+from core.io import atomic_path
+from tasks.muep.demo_reader import (
+    DemoStep,
+    check_against_index,
+    episodes,
+    read_index,
+    read_shard,
+    read_splits,
+)
 from tasks.muep.demos import SPLITS
 
 

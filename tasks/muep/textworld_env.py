@@ -23,9 +23,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
-from tasks.errors import DataError
-from tasks.muep import alfworld_data
-from tasks.muep import textworld_fast
+from core.errors import DataError
+from tasks.muep import alfworld_data, textworld_fast
 from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.textworld_fast import SceneTranslation, argv_guard
 from tasks.muep.world_state import WorldState, state_from_facts

@@ -89,7 +89,9 @@ _VARIABLE = re.compile(r"begin_variable\nvar(\d+)\n-?\d+\n\d+\n(.*?)end_variable
 def translate_scene(domain: str, problem_with_goal: Callable[[str], str], goals: Sequence[str]) -> SceneTranslation:
     """Translate once for several goals. ``problem_with_goal(goal)`` writes the scene's ADL problem with that goal
     (e.g. ``Problem.adl``); the goals are ADL conditions, distinct, none of them a plain conjunction of literals."""
-    from fast_downward.interface import pddl2sas  # the original, also while :func:`patched` swaps the package's
+    from fast_downward.interface import (
+        pddl2sas,  # the original, also while :func:`patched` swaps the package's
+    )
     from fast_downward.translate import normalize, pddl
 
     goals = list(dict.fromkeys(goals))

@@ -8,42 +8,28 @@ sentence with the measured numbers, so an evaluation report can say why a task f
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tasks.errors import DataError
-from tasks.roboscript.catalog import Catalog
-from tasks.roboscript.geometry import Box
+from core.errors import DataError
+from robot.contract.catalog import Catalog
+from robot.contract.items import (
+    ITEM_TYPES,
+    EvalItem,
+    ItemResult,
+    TabletopState,
+    check_item,
+    initial_state,
+)
+from robot.contract.world import Model, World, cabinet_models, model_of
 from tasks.roboscript.params import WorldsParams
-from tasks.roboscript.world import Model, World, cabinet_models, model_of
 from tasks.roboscript.worlds import world_problems
 
 BENCHMARK_FILE = Path(__file__).with_name("benchmark_tasks.yaml")
-ITEM_TYPES = ("on_receptacle", "in_receptacle", "near_start", "joint_opened")
 REASONING = ("category_understanding", "object_selection", "spatial_relationship", "property_reasoning")
-
-
-@dataclass(frozen=True)
-class EvalItem:
-    type: str
-    object: str | None = None
-    receptacle: str | None = None
-    of: str | None = None
-    part: str | None = None
-    min_value: float = 0.0
-    min_overlap: float = 0.5
-    tolerance: float | None = None
-
-    def describe(self) -> str:
-        if self.type == "near_start":
-            return f"{self.object} is where {self.of} started"
-        if self.type == "joint_opened":
-            return f"{self.part} is open by at least {self.min_value}"
-        return f"{self.object} is {self.type.removesuffix('_receptacle')} {self.receptacle}"
 
 
 @dataclass(frozen=True)
@@ -55,54 +41,7 @@ class BenchmarkTask:
     evaluation: tuple[EvalItem, ...]
 
 
-@dataclass
-class WorldState:
-    boxes: dict[str, Box]
-    joints: dict[str, float] = field(default_factory=dict)
-    """Joint value by cabinet part name (``cabinet.drawer_1``)."""
-
-
-@dataclass(frozen=True)
-class ItemResult:
-    item: EvalItem
-    ok: bool
-    detail: str
-
-
-def initial_state(world: World) -> WorldState:
-    return WorldState({m.name: m.bbox for m in world.models}, {j.part: j.value for j in world.joints})
-
-
-def check_item(item: EvalItem, state: WorldState, start: WorldState) -> ItemResult:
-    def box(name: str | None, where: WorldState) -> Box:
-        if name not in where.boxes:
-            raise DataError(f"the world state has no model {name!r} (needed by '{item.describe()}').")
-        return where.boxes[name]
-
-    if item.type in ("on_receptacle", "in_receptacle"):
-        obj, rec = box(item.object, state), box(item.receptacle, state)
-        tol = 0.03 if item.tolerance is None else item.tolerance
-        overlap = obj.xy_overlap_ratio(rec)
-        if item.type == "on_receptacle":
-            height_ok = rec.z0 - tol <= obj.z0 <= rec.z1 + tol
-            where = f"bottom {obj.z0:.3f} vs receptacle {rec.z0:.3f}..{rec.z1 + tol:.3f}"
-        else:
-            height_ok = rec.z0 - tol <= obj.z0 < rec.z1
-            where = f"bottom {obj.z0:.3f} vs receptacle bottom {rec.z0:.3f} and top {rec.z1:.3f}"
-        ok = overlap >= item.min_overlap and height_ok
-        return ItemResult(item, ok, f"{item.describe()}: overlap {overlap:.2f} (need {item.min_overlap}), {where}")
-    if item.type == "near_start":
-        now, then = box(item.object, state).center, box(item.of, start).center
-        tol = 0.06 if item.tolerance is None else item.tolerance
-        dist = math.hypot(now[0] - then[0], now[1] - then[1])
-        return ItemResult(item, dist <= tol, f"{item.describe()}: {dist:.3f} m away (tolerance {tol})")
-    value = state.joints.get(str(item.part))
-    if value is None:
-        raise DataError(f"the world state has no joint for {item.part!r}.")
-    return ItemResult(item, value >= item.min_value, f"{item.describe()}: value {value:.3f}")
-
-
-def evaluate(task: BenchmarkTask, state: WorldState) -> list[ItemResult]:
+def evaluate(task: BenchmarkTask, state: TabletopState) -> list[ItemResult]:
     start = initial_state(task.world)
     return [check_item(item, state, start) for item in task.evaluation]
 

@@ -1,7 +1,7 @@
 """The code-generation prompts (RoboScript section III-B): system prompt with format rules and the tool doc strings,
 ten few-shot query -> code dialogues, and the task query; the sub-agent's prompt has the same three sections.
 
-The tool section is generated from ``robot/tool_api.py`` (:func:`robot.tool_api.tool_docs`), so the prompt always
+The tool section is generated from ``robot/contract/tool_api.py`` (:func:`robot.contract.tool_api.tool_docs`), so the prompt always
 describes exactly the tools the checker and the robot backends know. The examples live in ``prompts/fewshot.yaml``.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 
-from robot.code_policy import DEFAULT_POLICY, CodePolicy
-from robot.tool_api import tool_docs
-from tasks.errors import DataError
+from core.errors import DataError
+from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy
+from robot.contract.tool_api import tool_docs
 from tasks.roboscript.scene_text import objects_line
 
 FEWSHOT_FILE = Path(__file__).parent / "prompts" / "fewshot.yaml"

@@ -20,9 +20,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from robot.code_policy import DEFAULT_POLICY, CodePolicy, Verdict
+from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy, Verdict
 from tasks.llm import request_from_params
-from tasks.llm.base import Completion, LLMClient
+from tasks.llm.base import Completion, LLMClient, Provenance
 from tasks.params import LLMParams
 from tasks.progress import Progress
 from tasks.roboscript.code_prompts import main_messages, sub_messages
@@ -182,7 +182,7 @@ class HierarchicalGenerator:
 
 
 @dataclass(frozen=True)
-class SnippetRecord:
+class SnippetRecord(Provenance):
     snippet_id: str
     query_id: str
     world_id: str
@@ -200,10 +200,6 @@ class SnippetRecord:
     reason_codes: list[str]
     reasons: list[str]
     notes: list[str]
-    backend: str
-    model: str
-    prompt_hash: str
-    response_key: str
     finish_reason: str
 
 
@@ -235,8 +231,8 @@ def to_records(snippets: list[Snippet]) -> tuple[list[SnippetRecord], list[Helpe
             helper_names=[h.name for h in defined], helper_code=[h.code for h in defined],
             helper_depths=[h.depth for h in defined], max_helper_depth=s.max_depth, ok=s.verdict.ok,
             reason_codes=list(s.verdict.codes), reasons=s.verdict.messages(),
-            notes=[f"{code}: {detail}" for code, detail in s.notes], backend=s.main.backend, model=s.main.model,
-            prompt_hash=s.main.prompt_hash, response_key=s.main.key, finish_reason=s.main.finish_reason))
+            notes=[f"{code}: {detail}" for code, detail in s.notes], finish_reason=s.main.finish_reason,
+            **Provenance.of(s.main)))
         helpers += [HelperRecord(sid, h.name, h.depth, h.call_source, h.code, h.defines, h.prompt_hash,
                                  h.response_key) for h in s.helpers]
     return rows, helpers

@@ -21,3 +21,5 @@ REPORTS = paths.REPORTS / "roboscript"
 #: LLM response caches of the two prompting stages (DVC ``persist`` outputs, not versioned).
 QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
 CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
+#: ... and of the code the robot evaluation generates for the benchmark tasks.
+EVAL_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"

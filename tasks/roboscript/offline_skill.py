@@ -1,4 +1,4 @@
-"""Offline skills for the RoboScript prompts, registered into the offline backend's ``OFFLINE_SKILLS``:
+"""Offline skills for the RoboScript prompts, named in ``core.plugins.OFFLINE_SKILLS``:
 
 * ``roboscript-task-queries``: reads the scene text of the prompt and suggests tasks, one numbered line each;
 * ``roboscript-main-code``: reads the task query (objects line + task) and the tool list of the system prompt and
@@ -19,9 +19,14 @@ import random
 import re
 from collections.abc import Sequence
 
-from tasks.llm.offline import OFFLINE_SKILLS
 from tasks.roboscript import offline_knowledge as kb
-from tasks.roboscript.code_prompts import CALLED_LIKE, DEFINE_PREFIX, MAIN_MARK, SUB_MARK, TASK_PREFIX
+from tasks.roboscript.code_prompts import (
+    CALLED_LIKE,
+    DEFINE_PREFIX,
+    MAIN_MARK,
+    SUB_MARK,
+    TASK_PREFIX,
+)
 from tasks.roboscript.offline_code import NotUnderstood, compose, read_task
 from tasks.roboscript.queries import COUNT_PREFIX, QUERY_MARK, SCENE_HEADER
 from tasks.roboscript.scene_text import OBJECTS_LINE, parse_scene_text
@@ -248,6 +253,3 @@ class SubCoder:
                 f"    return {name}_step({args})")
 
 
-OFFLINE_SKILLS.register("roboscript-task-queries")(TaskQueryProposer())
-OFFLINE_SKILLS.register("roboscript-main-code")(MainCoder())
-OFFLINE_SKILLS.register("roboscript-sub-code")(SubCoder())

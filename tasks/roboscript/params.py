@@ -1,58 +1,20 @@
-"""Typed schema of the ``roboscript:`` section of ``params.yaml`` (mounted on ``tasks.params.Params``).
-
-Defined here, with its own strict base class, so that ``tasks.params`` can import it without an import cycle.
-World frame (metres): x points away from the robot across the table, y to the robot's left, z up from the floor;
-the robot base stands on the table top at (``robot.base_x``, ``robot.base_y``).
+"""Typed schema of the ``roboscript:`` section of ``params.yaml`` (mounted on ``tasks.params.Params``): world
+sampling, queries, code generation and the robot evaluation with its ablation and shape study. The table, robot and
+perception settings a runner goal carries come from the contract (``robot.contract.params``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from robot.params import RobotEvalParams
-
-Metres = Annotated[float, Field(ge=-5.0, le=5.0)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from core.plugins import PERCEPTION_MODES, ROBOT_BACKENDS
+from core.schema import Strict
+from robot.contract.params import NoiseParams, PipelineParams, RobotParams, TableParams
 
 
-class TableParams(_Strict):
-    center_x: Metres = 0.4
-    center_y: Metres = 0.0
-    size_x: Annotated[float, Field(gt=0.2, le=4.0)] = 1.0
-    size_y: Annotated[float, Field(gt=0.2, le=4.0)] = 1.6
-    height: Annotated[float, Field(gt=0.2, le=2.0)] = 0.75
-    edge_margin: Annotated[float, Field(ge=0.0, le=0.3)] = 0.03
-    """Clearance kept between every model and the table's edges."""
-
-    def bounds(self) -> tuple[float, float, float, float]:
-        """(x_min, y_min, x_max, y_max) of the table top."""
-        return (self.center_x - self.size_x / 2, self.center_y - self.size_y / 2,
-                self.center_x + self.size_x / 2, self.center_y + self.size_y / 2)
-
-
-class RobotParams(_Strict):
-    name: str = "panda"
-    base_x: Metres = 0.0
-    base_y: Metres = 0.0
-    reach: Annotated[float, Field(gt=0.2, le=2.0)] = 0.85
-    """Horizontal distance from the base within which every corner of a model's footprint must lie."""
-    keep_out: tuple[Metres, Metres, Metres, Metres] = (-0.25, -0.25, 0.3, 0.25)
-    """Box around the base, (x_min, y_min, x_max, y_max) relative to it, that no model may overlap."""
-
-    @model_validator(mode="after")
-    def _box_order(self) -> RobotParams:
-        x0, y0, x1, y1 = self.keep_out
-        if x1 <= x0 or y1 <= y0:
-            raise ValueError("keep_out must be (x_min, y_min, x_max, y_max) with x_min < x_max and y_min < y_max")
-        return self
-
-
-class WorldsParams(_Strict):
+class WorldsParams(Strict):
     n_worlds: Annotated[int, Field(ge=1, le=10000)] = 6
     seed: int = 0
     min_containers: Annotated[int, Field(ge=0, le=20)] = 2
@@ -82,14 +44,14 @@ class WorldsParams(_Strict):
         return self
 
 
-class QueriesParams(_Strict):
+class QueriesParams(Strict):
     per_world: Annotated[int, Field(ge=1, le=200)] = 5
     """Task queries asked of the LLM per world (the paper's dataset has ~45 per world)."""
     max_words: Annotated[int, Field(ge=3, le=200)] = 40
     """Longer lines are rejected as not a single task."""
 
 
-class CodegenParams(_Strict):
+class CodegenParams(Strict):
     n_examples: Annotated[int, Field(ge=0, le=10)] = 10
     """Few-shot query -> code examples in the main agent's prompt (the file has ten, as the paper)."""
     max_depth: Annotated[int, Field(ge=0, le=10)] = 3
@@ -100,8 +62,122 @@ class CodegenParams(_Strict):
     """Generate code for the first N queries only; null = every query."""
 
 
-class RoboScriptParams(_Strict):
+#: The ablation settings of paper V-C (Figs. 7-8): where the perception tools' results and the planning scene come
+#: from. ``gt`` runs the ground_truth mode; the others run the pipeline with these sources.
+ABLATION_SETTINGS: dict[str, dict[str, str]] = {
+    "gt": {"detection": "ground_truth", "planning_scene": "ground_truth"},
+    "gt_planning_scene": {"detection": "perceived", "planning_scene": "ground_truth"},
+    "gt_detection": {"detection": "ground_truth", "planning_scene": "perceived"},
+    "no_gt": {"detection": "perceived", "planning_scene": "perceived"},
+}
+
+
+class AblationParams(Strict):
+    """The perception ablation (paper V-C): pick-and-place and open-drawer-and-place over the best-grasped objects."""
+
+    objects: list[str] = ["apple", "blue_block", "gelatin_box", "tomato_soup_can"]
+    """Catalog assets (the paper: the 10 objects with the highest grasp success in the shape study)."""
+    studies: list[Literal["pick_place", "drawer"]] = ["pick_place", "drawer"]
+    settings: list[Literal["gt", "gt_planning_scene", "gt_detection", "no_gt"]] = list(ABLATION_SETTINGS)
+    repeats: Annotated[int, Field(ge=1, le=100)] = 2
+
+    @field_validator("objects", "studies", "settings")
+    @classmethod
+    def _non_empty(cls, value: list) -> list:
+        if not value:
+            raise ValueError("must name at least one")
+        if len(set(value)) != len(value):
+            raise ValueError(f"names repeat: {value}")
+        return value
+
+
+class ShapesParams(Strict):
+    """The object-shape study (paper V-B): pick-and-place and open-drawer-and-place over catalog objects."""
+
+    objects: Literal["all"] | list[str] = "all"
+    """"all" = every catalog object and container (cabinets excluded), or a list of asset names."""
+    studies: list[Literal["pick_place", "drawer"]] = ["pick_place", "drawer"]
+    repeats: Annotated[int, Field(ge=1, le=100)] = 2
+
+
+class RobotEvalParams(Strict):
+    runners: Annotated[int, Field(ge=1, le=64)] = 2
+    """Local sim runners the flow starts (with their own ROS master) when ``master_uri`` is null."""
+    master_uri: str | None = None
+    """An existing ROS master whose runners the flow uses (robots or runners on other hosts), e.g.
+    http://lab-pc:11311; null = start a local master and ``runners`` sim runners."""
+    runner_namespaces: list[str] = []
+    """Runners on ``master_uri`` to use, e.g. [/franka, /ur5]; [] = every runner found on that master."""
+    backend: str = "sim"
+    """Backend of the local runners: sim | moveit."""
+    arm: Literal["panda", "ur5"] = "panda"
+    repeats: Annotated[int, Field(ge=1, le=100)] = 2
+    """Repeats per task: 2 keeps the default run within a minute; the paper reports the mean over 10
+    (``dvc exp run -S roboscript.eval.repeats=10``)."""
+    perception: str = "ground_truth"
+    """ground_truth (the simulator's boxes and poses) | noisy (ground truth + the noise below) | perceived (the
+    perception pipeline below)."""
+    noise: NoiseParams = NoiseParams()
+    pipeline: PipelineParams = PipelineParams()
+    pose_jitter_m: Annotated[float, Field(ge=0.0, le=0.05)] = 0.005
+    """Each repeat displaces the loose objects by up to this much (the sim is otherwise deterministic)."""
+    code: Literal["generate", "snippets"] = "generate"
+    """generate: the code generator with ``llm`` params (offline by default) writes the code of each task;
+    snippets: read it from ``snippets_file``."""
+    snippets_file: str | None = None
+    """JSON or YAML mapping task id -> code, or a parquet/JSON table with task_id (or query_id) and code columns."""
+    tasks: Literal["all"] | list[str] = "all"
+    episode_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
+    """Wall-clock limit of one repeat's code (tool time included)."""
+    memory_mb: Annotated[int, Field(ge=64, le=65536)] = 512
+    """Address-space budget of the sandboxed code beyond what the interpreter already uses."""
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    """Times an episode is retried on another runner when its runner dies mid-episode."""
+    seed: int = 0
+    shapes: ShapesParams = ShapesParams()
+    ablation: AblationParams = AblationParams()
+
+    def episode_settings(self) -> dict:
+        """The runner-goal fields (``robot/episode.py``) every episode of this evaluation shares: how perception
+        works, the jitter, seed and limits."""
+        return {"perception": self.perception, "noise": self.noise.model_dump(),
+                "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
+                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb}
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        return ROBOT_BACKENDS.require(value)
+
+    @field_validator("perception")
+    @classmethod
+    def _known_perception(cls, value: str) -> str:
+        return PERCEPTION_MODES.require(value)
+
+    @field_validator("master_uri")
+    @classmethod
+    def _uri(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("http://"):
+            raise ValueError(f"a ROS master URI looks like http://host:11311, got {value!r}")
+        return value
+
+    @field_validator("runner_namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        for ns in value:
+            if not ns.startswith("/") or ns.endswith("/") or " " in ns:
+                raise ValueError(f"a runner namespace looks like /runner1, got {ns!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _snippets(self) -> RobotEvalParams:
+        if self.code == "snippets" and not self.snippets_file:
+            raise ValueError("code: snippets needs snippets_file")
+        return self
+
+
+class RoboScriptParams(Strict):
     worlds: WorldsParams = WorldsParams()
     queries: QueriesParams = QueriesParams()
     codegen: CodegenParams = CodegenParams()
-    eval: RobotEvalParams = RobotEvalParams()  # robot evaluation on ROS runners (robot/params.py, docs/robot.md)
+    eval: RobotEvalParams = RobotEvalParams()  # robot evaluation on ROS runners (robot/contract/params.py, docs/robot.md)

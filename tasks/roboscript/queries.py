@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tasks.llm import request_from_params
-from tasks.llm.base import Completion, LLMClient
+from tasks.llm.base import Completion, LLMClient, Provenance
 from tasks.params import LLMParams
 from tasks.progress import Progress
 from tasks.roboscript.code_prompts import task_query
@@ -52,7 +52,7 @@ _COLOURS = {"white", "black", "grey", "gray", "red", "green", "blue", "yellow", 
 
 
 @dataclass(frozen=True)
-class QueryRecord:
+class QueryRecord(Provenance):
     query_id: str
     world_id: str
     line_no: int
@@ -60,24 +60,16 @@ class QueryRecord:
     query: str
     """What the code generator gets: the world's objects line, then ``Task: <instruction>``."""
     raw_line: str
-    backend: str
-    model: str
-    prompt_hash: str
-    response_key: str
     finish_reason: str
 
 
 @dataclass(frozen=True)
-class QueryRejectRecord:
+class QueryRejectRecord(Provenance):
     world_id: str
     line_no: int
     raw_line: str
     reason: str
     detail: str
-    backend: str
-    model: str
-    prompt_hash: str
-    response_key: str
 
 
 def build_messages(scene_text: str, n_tasks: int) -> list[dict[str, str]]:
@@ -151,8 +143,7 @@ def parse_reply(text: str, finish_reason: str, objects: list[str] | tuple[str, .
 def records_from(world_id: str, objects: list[str], completion: Completion, max_words: int
                  ) -> tuple[list[QueryRecord], list[QueryRejectRecord]]:
     kept, rejected = parse_reply(completion.text, completion.finish_reason, objects, max_words)
-    provenance = dict(backend=completion.backend, model=completion.model, prompt_hash=completion.prompt_hash,
-                      response_key=completion.key)
+    provenance = Provenance.of(completion)
     queries = [QueryRecord(query_id=hashlib.sha256(f"{world_id}:{completion.key}:{n}".encode()).hexdigest()[:16],
                            world_id=world_id, line_no=n, instruction=text, query=task_query(objects, text),
                            raw_line=raw, finish_reason=completion.finish_reason, **provenance)

@@ -11,26 +11,14 @@ import math
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import is_color_like, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Arc, Rectangle
 
-from tasks.io import atomic_path
-from tasks.roboscript.world import World
+from core.io import atomic_path
+from robot.contract.catalog import colour_hex as _colour
+from robot.contract.world import World
 
-_COLOURS = {"white": "#f2f2f2", "grey": "#9a9a9a", "beige": "#e6d3a8", "brown": "#8b5a2b", "silver": "#c8c8c8",
-            "multicolour": "#c060d0", "yellow": "#f2d13a", "orange": "#f08c2a", "green": "#4caf50", "blue": "#3f7fd0",
-            "red": "#d23c3c", "purple": "#8050b0", "pink": "#f0a0c0", "black": "#333333"}
 _TABLE = "#d9c7a3"
-
-
-def _colour(name: str) -> str:
-    return _COLOURS.get(name, name if is_color_like(name) else "#b0b0b0")
-
-
-def colour_rgba(name: str) -> tuple[float, float, float, float]:
-    """A catalog colour word as RGBA in [0, 1] (the simulator's renderer paints the models with it)."""
-    return to_rgba(_colour(name))
 
 
 def render_world(world: World, path: Path, size_px: int = 360) -> None:

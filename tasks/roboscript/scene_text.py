@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tasks.roboscript.world import CABINET, World
+from robot.contract.world import CABINET, World
 
 OBJECTS_LINE = re.compile(r"^objects\s*=\s*\[(.*)\]\s*$", re.MULTILINE)
 _PLACEMENT = re.compile(r"^The (.+?) is (in|on) the (.+?)$")

@@ -7,13 +7,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from robot.contract.catalog import Catalog
+from robot.contract.world import World, write_world
 from tasks.progress import Progress
 from tasks.roboscript.benchmark import BenchmarkTask, load_benchmark
-from tasks.roboscript.catalog import Catalog
 from tasks.roboscript.params import WorldsParams
 from tasks.roboscript.render import render_world
 from tasks.roboscript.scene_text import describe
-from tasks.roboscript.world import World, write_world
 from tasks.roboscript.worlds import sample_world
 
 

@@ -6,10 +6,10 @@ drawers or doors to open); then containers, largest first, go on the table; then
 ``p_in_container``, into a container that is free (fewer than ``max_objects_per_container`` objects), holds its kind
 and is wide enough, else on the table. Every footprint on the table lies inside the table (less ``edge_margin``),
 has all corners within ``robot.reach`` of the base (a cabinet: the corners of its front face, and the handles' pull-out
-paths stay out of the keep-out box -- see :func:`~tasks.roboscript.world.reach_rect`), stays out of the robot's keep-out box and keeps ``min_gap`` from
+paths stay out of the keep-out box -- see :func:`~robot.contract.world.reach_rect`), stays out of the robot's keep-out box and keeps ``min_gap`` from
 every other footprint. An item without a place is retried (``max_tries_per_item`` positions; the whole world up to
 ``max_attempts`` times); the best attempt is kept and each item still without a place becomes a
-:class:`~tasks.roboscript.world.WorldFailure` -- the world is kept with the items that fit.
+:class:`~robot.contract.world.WorldFailure` -- the world is kept with the items that fit.
 """
 
 from __future__ import annotations
@@ -17,11 +17,22 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from tasks.roboscript.catalog import Asset, Catalog
-from tasks.roboscript.geometry import Rect
+from robot.contract.catalog import Asset, Catalog
+from robot.contract.geometry import Rect
+from robot.contract.world import (
+    CABINET,
+    HANDLE,
+    Model,
+    World,
+    WorldFailure,
+    cabinet_models,
+    drawer_travel,
+    handle_paths,
+    model_of,
+    reach_rect,
+    rotated,
+)
 from tasks.roboscript.params import WorldsParams
-from tasks.roboscript.world import (CABINET, HANDLE, Model, World, WorldFailure, cabinet_models, drawer_travel,
-                                    handle_paths, model_of, reach_rect, rotated)
 
 IN_CONTAINER_GAP = 0.005
 DOOR_SWING_ROOM = 0.05

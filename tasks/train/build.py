@@ -13,11 +13,11 @@ from pathlib import Path
 
 import torch
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.train import tiny
+from tasks.train.baselines import BaselineSpec
 from tasks.train.data import TEMPLATES, Encoder, Example, bodies
 from tasks.train.families import FAMILIES, Family
-from tasks.train.registry import BaselineSpec
 
 log = logging.getLogger("embp")
 

@@ -21,7 +21,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 IGNORE = -100
 

@@ -99,8 +99,13 @@ class _TwoPart(torch.nn.Module):
 
 
 def _tiny_minigpt4(tok):
-    from transformers import Blip2QFormerConfig, Blip2QFormerModel, Blip2VisionConfig, Blip2VisionModel
-    from transformers import LlamaForCausalLM
+    from transformers import (
+        Blip2QFormerConfig,
+        Blip2QFormerModel,
+        Blip2VisionConfig,
+        Blip2VisionModel,
+        LlamaForCausalLM,
+    )
 
     from tasks.train.adapters import MiniGPT4
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
+from tasks.train.baselines import BaselineSpec
 from tasks.train.families import Family
-from tasks.train.registry import BaselineSpec
 
 ADAPTER_FILE = "trainable.safetensors"
 MIN_4BIT_WIDTH_CPU = 64
@@ -156,7 +156,11 @@ def prepare(spec: BaselineSpec, family: Family, base: nn.Module, hyper: Hyper) -
     elif spec.method == "llama_adapter_v2":
         from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-        from tasks.train.adapters import AdaptedAttentionV2, BiasScaleLinear, LlamaAdapterV2
+        from tasks.train.adapters import (
+            AdaptedAttentionV2,
+            BiasScaleLinear,
+            LlamaAdapterV2,
+        )
 
         layers = base.language_model.config.num_hidden_layers
         model = LlamaAdapterV2(base.language_model, base.vision_model, hyper.adapter_len,

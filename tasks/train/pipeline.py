@@ -14,10 +14,11 @@ from pathlib import Path
 
 import yaml
 
+from core.errors import ConfigError, DataError
 from tasks import paths
-from tasks.errors import ConfigError, DataError
+from tasks.muep import layout
 from tasks.params import TrackingParams, TrainParams
-from tasks.train import checkpoints, tiny
+from tasks.train import tiny
 from tasks.train.data import Example, ImageStore, check_window, file_digest, read_split
 from tasks.train.families import FAMILIES, Family
 from tasks.train.registry import TINY_DEFAULTS, BaselineSpec, get_spec
@@ -117,7 +118,7 @@ def plan_run(name: str, params: TrainParams, *, sft_dir: Path | None = None, bas
             check_4bit(spec, device, config)
         else:
             check_4bit(spec, device)
-    sft_dir = Path(sft_dir) if sft_dir is not None else paths.MUEP_DATA / "sft"
+    sft_dir = Path(sft_dir) if sft_dir is not None else layout.SFT
     train = read_split(sft_dir / "train.jsonl")
     check_window(train, hyper.history_window, str(sft_dir / "train.jsonl"))
     if params.max_train_records is not None:

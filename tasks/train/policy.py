@@ -16,10 +16,18 @@ from pathlib import Path
 
 import torch
 
+from core.errors import ConfigError
 from tasks import paths
-from tasks.errors import ConfigError
-from tasks.train.build import (Assets, compute_dtype, family_of, load_base, make_encoder, pick_device,
-                               qformer_inputs, quiet_transformers)
+from tasks.train.build import (
+    Assets,
+    compute_dtype,
+    family_of,
+    load_base,
+    make_encoder,
+    pick_device,
+    qformer_inputs,
+    quiet_transformers,
+)
 from tasks.train.data import text_body, vision_body
 from tasks.train.models import Hyper, load_adapter, prepare
 from tasks.train.registry import ModelCard, get_spec

@@ -8,8 +8,8 @@ import logging
 import shutil
 from pathlib import Path
 
+from core.io import write_json
 from tasks import paths
-from tasks.io import write_json
 from tasks.params import TrackingParams
 from tasks.train import checkpoints
 from tasks.train.data import Example, ImageStore, bodies
@@ -52,7 +52,13 @@ class TrainSession:
 
     def _base_and_assets(self, resuming: bool):
         """Tokenizer/processor and base parts; the tiny profile builds (or on resume reuses) its random base."""
-        from tasks.train.build import Assets, base_parts, build_tiny_base, hub_assets, tiny_assets
+        from tasks.train.build import (
+            Assets,
+            base_parts,
+            build_tiny_base,
+            hub_assets,
+            tiny_assets,
+        )
 
         plan = self.plan
         if plan.profile == "full":

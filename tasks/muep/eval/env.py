@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.demos import scene_context
 from tasks.muep.eval.goals import GoalCounter
 from tasks.muep.eval.records import EpisodeSpec
 from tasks.muep.pddl import Problem
-from tasks.muep.textworld_env import Game, single_translation, load_game
+from tasks.muep.textworld_env import Game, load_game, single_translation
 from tasks.muep.world_state import SceneLayout, WorldState
 
 #: Longest action string sent to the game; longer answers are cut (and are invalid anyway).

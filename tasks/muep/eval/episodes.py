@@ -14,11 +14,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.eval.harness import EvalBatch
 from tasks.muep.eval.records import EpisodeSpec
-
-DEMOS_OUT = "data/muep/demos"   # the muep-demos output as dvc.lock names it
 
 
 def _h(*parts: object) -> str:
@@ -75,7 +73,7 @@ def dataset_version(root: Path, demos_dir: Path) -> str:
     lock = root / "dvc.lock"
     try:
         stage = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"]["muep-demos"]
-        md5 = next(o["md5"] for o in stage["outs"] if o["path"] == DEMOS_OUT)
+        md5 = next(o["md5"] for o in stage["outs"] if Path(root, o["path"]).resolve() == demos_dir.resolve())
         listing = root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
         entries = json.loads(listing.read_text(encoding="utf-8"))
         recorded = next(e["md5"] for e in entries if e["relpath"] == "episodes.parquet")

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
 from tasks.muep.eval.agents.base import Agent
 from tasks.muep.eval.env import EvalEnv, normalise_action
-from tasks.muep.eval.records import EpisodeResult, EpisodeSpec, Observation, StepRecord, Turn
+from tasks.muep.eval.records import (
+    EpisodeResult,
+    EpisodeSpec,
+    Observation,
+    StepRecord,
+    Turn,
+)
 from tasks.params import EvalParams
 
 log = logging.getLogger("embp")

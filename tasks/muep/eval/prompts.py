@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tasks.errors import DataError
+from core.errors import DataError
 from tasks.muep.eval.records import Observation
 from tasks.muep.vocab import TASK_TYPES
 

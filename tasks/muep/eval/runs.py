@@ -10,23 +10,25 @@ A run holds
 * tags -- ``agent``, ``agent_label``, ``split``, ``dataset_version``, ``stage``;
 * artifact -- ``trajectories/<agent>_<split>.jsonl``: one line per episode, every step.
 
-Everything but the artifact goes in :meth:`MlflowClient.log_batch` calls (MLflow caps a call at 1000 metrics and
-100 params; larger sets are cut into several calls).
+Runs are written by :func:`tasks.tracking.log_run` (batched calls, FAILED on an error half-way).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from core.io import atomic_path
 from tasks.muep.eval.metrics import Tally, episode_metrics
 from tasks.muep.eval.records import EpisodeResult
+from tasks.params import EvalParams, TrackingParams
+from tasks.tracking import log_run as log_tracked_run
 
 STAGE = "muep-eval"
 EXPERIMENT = "muep-eval"
-_MAX_METRICS, _MAX_PARAMS = 1000, 100
 
 
 def split_tallies(results: Sequence[EpisodeResult]) -> tuple[Tally, dict[str, Tally]]:
@@ -46,30 +48,35 @@ def metric_values(total: Tally, by_type: dict[str, Tally]) -> dict[str, float]:
     return out
 
 
-def log_run(client, experiment_id: str, label: str, split: str, params: dict[str, str], tags: dict[str, str],
-            results: Sequence[EpisodeResult], trajectories: Path) -> tuple[str, float]:
-    """Create, fill and finish one run. Returns its id and the seconds the logging took."""
-    from mlflow.entities import Metric, Param, RunTag
+def write_results(path: Path, results: Sequence[EpisodeResult]) -> Path:
+    """One JSON line per episode (trajectory and metrics), by episode id; atomic."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as stream:
+        for r in sorted(results, key=lambda r: r.episode_id):
+            stream.write(json.dumps(r.to_json() | {"metrics": episode_metrics(r).__dict__}, ensure_ascii=False) + "\n")
+    return path
 
+
+def run_fields(agent: str, info, params: EvalParams, split: str, episodes: int, version: str, episodes_sha: str,
+               grammar: str) -> tuple[dict, dict[str, str]]:
+    """The params and tags of one (agent, split) run: what was evaluated, on which data, under which caps."""
+    run_params = {"agent": agent, "label": info.label, "model": info.model, "adapter": info.adapter,
+                  "grammar": grammar, "renderer": params.renderer if info.multimodal else "none",
+                  "dataset_version": version, "episodes_sha256": episodes_sha, "split": split, "episodes": episodes,
+                  "max_steps": params.max_steps, "max_invalid_streak": params.max_invalid_streak, "seed": params.seed}
+    if agent == "openai":
+        o = params.openai
+        run_params |= {"base_url": o.base_url or "", "temperature": o.temperature, "max_tokens": o.max_tokens,
+                       "few_shot": o.few_shot, "max_calls_per_episode": o.max_calls_per_episode}
+    tags = {"agent": agent, "agent_label": info.label, "split": split, "dataset_version": version, "stage": STAGE}
+    return run_params, tags
+
+
+def log_run(tracking: TrackingParams, label: str, split: str, params: dict[str, str], tags: dict[str, str],
+            results: Sequence[EpisodeResult], trajectories: Path) -> tuple[str, float]:
+    """One finished run for (agent, split). Returns its id and the seconds the logging took."""
     start = time.perf_counter()
-    run = client.create_run(experiment_id, run_name=f"{label} | {split}",
-                            tags={"mlflow.runName": f"{label} | {split}"} | tags)
-    run_id = run.info.run_id
-    try:
-        now = int(time.time() * 1000)
-        metrics = [Metric(k, v, now, 0) for k, v in metric_values(*split_tallies(results)).items()]
-        plist = [Param(k, str(v)[:6000]) for k, v in sorted(params.items())]
-        client.log_batch(run_id, metrics=metrics[:_MAX_METRICS], params=plist[:_MAX_PARAMS],
-                         tags=[RunTag(k, v) for k, v in sorted(tags.items())])
-        for k in range(_MAX_METRICS, len(metrics), _MAX_METRICS):
-            client.log_batch(run_id, metrics=metrics[k:k + _MAX_METRICS])
-        for k in range(_MAX_PARAMS, len(plist), _MAX_PARAMS):
-            client.log_batch(run_id, params=plist[k:k + _MAX_PARAMS])
-        client.log_artifact(run_id, str(trajectories), artifact_path="trajectories")
-    except BaseException:
-        client.set_terminated(run_id, status="FAILED")
-        raise
-    client.set_terminated(run_id, status="FINISHED")
+    run_id = log_tracked_run(tracking, EXPERIMENT, f"{label} | {split}", run_params=params, tags=tags,
+                             metrics=metric_values(*split_tallies(results)), artifacts=[("trajectories", trajectories)])
     return run_id, time.perf_counter() - start
 
 

@@ -8,7 +8,7 @@ resulting :class:`~tasks.muep.world_state.WorldState`. A renderer is chosen by n
     png = renderer.render(layout, state)      # once per step: PNG bytes
     renderer.close()
 
-Registered implementations:
+Implementations (``core.plugins.RENDERERS``):
 
 * ``schematic`` (default, :mod:`tasks.muep.render.schematic`): a deterministic top-down drawing made with Pillow.
   Runs everywhere, no extra dependency.
@@ -24,11 +24,9 @@ from __future__ import annotations
 import inspect
 from typing import Protocol, runtime_checkable
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
+from core.plugins import RENDERERS
 from tasks.muep.world_state import SceneLayout, WorldState
-from tasks.registry import Registry
-
-RENDERERS: Registry = Registry("renderer")
 
 DEFAULT_RENDERER = "schematic"
 
@@ -51,11 +49,11 @@ class Renderer(Protocol):
 def build_renderer(name: str, **options) -> Renderer:
     """Construct the renderer registered as ``name`` with its keyword ``options``.
 
-    Raises :class:`~tasks.errors.ConfigError` for an unknown name (listing the registered ones) or an option the
+    Raises :class:`~core.errors.ConfigError` for an unknown name (listing the registered ones) or an option the
     renderer does not take; a renderer that cannot run here (``thor`` without its simulator) raises its own
-    :class:`~tasks.errors.PipelineError` at this point, never at the first step.
+    :class:`~core.errors.PipelineError` at this point, never at the first step.
     """
-    factory = RENDERERS.get(name)
+    factory = RENDERERS.load(name)
     try:
         inspect.signature(factory).bind(**options)
     except TypeError:
@@ -65,9 +63,5 @@ def build_renderer(name: str, **options) -> Renderer:
         unknown = ", ".join(sorted(set(options) - {p.name for p in params})) or "(none)"
         raise ConfigError(f"renderer {name!r} does not take option(s) {unknown}; it takes: {takes}.") from None
     return factory(**options)
-
-
-# Register the built-in renderers. Both modules are light to import: `thor` imports `ai2thor` only when constructed.
-from tasks.muep.render import schematic, thor  # noqa: E402,F401  (registration side effect)
 
 __all__ = ["DEFAULT_RENDERER", "RENDERERS", "Renderer", "build_renderer"]

@@ -38,8 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont, features
 
-from tasks.errors import ConfigError
-from tasks.muep.render import RENDERERS
+from core.errors import ConfigError
 from tasks.muep.world_state import ReceptacleLayout, SceneLayout, WorldState
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -166,7 +165,6 @@ def _window_sums(sat: np.ndarray, ys: np.ndarray, xs: np.ndarray, h: int, w: int
     return sat[y1, x1] - sat[y0, x1] - sat[y1, x0] + sat[y0, x0]
 
 
-@RENDERERS.register("schematic")
 class SchematicRenderer:
     """Top-down schematic renderer (see the module docstring for what it draws).
 

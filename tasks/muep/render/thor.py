@@ -43,8 +43,7 @@ from collections.abc import Mapping
 
 from PIL import Image
 
-from tasks.errors import PipelineError
-from tasks.muep.render import RENDERERS
+from core.errors import PipelineError
 from tasks.muep.world_state import SceneLayout, WorldState
 
 log = logging.getLogger(__name__)
@@ -102,7 +101,6 @@ def alfworld_thor_ids(layout: SceneLayout) -> dict[str, str]:
     return out
 
 
-@RENDERERS.register("thor")
 class ThorRenderer:
     """AI2-THOR egocentric frames (see the module docstring for what is and is not reproduced).
 

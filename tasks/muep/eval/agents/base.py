@@ -60,7 +60,7 @@ class Agent(ABC):
     @classmethod
     def preflight(cls, params: EvalParams) -> None:
         """Checks in the flow process before any episode runs (paths exist, endpoint answers). Raise a
-        :class:`~tasks.errors.PipelineError` naming the params key."""
+        :class:`~core.errors.PipelineError` naming the params key."""
 
     def reset(self, episode: EpisodeSpec) -> None:
         """A new episode starts; ``calls`` counts model requests per episode."""

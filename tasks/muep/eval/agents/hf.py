@@ -12,9 +12,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 from tasks.muep.eval import prompts
-from tasks.muep.eval.agents import AGENTS
 from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.agents.hf_models import check_paths, load_generator
 from tasks.muep.eval.records import Observation
@@ -25,7 +24,6 @@ def _label(prefix: str, model_path: str | None, adapter_path: str | None) -> str
     return f"{prefix}:{model}" + (f"+{Path(adapter_path).name}" if adapter_path else "")
 
 
-@AGENTS.register("hf")
 class HFAgent(Agent):
     name = "hf"
     key = "hf"
@@ -74,7 +72,6 @@ class HFAgent(Agent):
         return prompts.parse_action(self.last_raw)
 
 
-@AGENTS.register("hf-vision")
 class HFVisionAgent(HFAgent):
     name = "hf-vision"
     key = "hf_vision"

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol
 
-from tasks.errors import ConfigError
+from core.errors import ConfigError
 
 _LOADED: dict[tuple[str, str, bool], Any] = {}
 

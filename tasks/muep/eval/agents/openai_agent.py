@@ -10,9 +10,8 @@ stage before the first episode (:meth:`OpenAIAgent.preflight`).
 
 from __future__ import annotations
 
-from tasks.errors import LLMError
+from core.errors import LLMError
 from tasks.muep.eval import prompts
-from tasks.muep.eval.agents import AGENTS
 from tasks.muep.eval.agents.base import Agent, AgentBudgetExhausted, AgentInfo
 from tasks.muep.eval.records import EpisodeSpec, Observation
 
@@ -27,7 +26,6 @@ def _llm_params(params):
                      concurrency=1)
 
 
-@AGENTS.register("openai")
 class OpenAIAgent(Agent):
     name = "openai"
 

@@ -3,12 +3,10 @@ valid (SR = LC = 1): a check of the whole harness -- game construction, action p
 
 from __future__ import annotations
 
-from tasks.muep.eval.agents import AGENTS
 from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.records import EpisodeSpec, Observation
 
 
-@AGENTS.register("oracle")
 class OracleAgent(Agent):
     name = "oracle"
     privileged = True

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import random
 
-from tasks.muep.eval.agents import AGENTS
 from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.records import EpisodeSpec, Observation
 
 
-@AGENTS.register("random")
 class RandomAgent(Agent):
     name = "random"
 

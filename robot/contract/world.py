@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.errors import DataError
-from tasks.roboscript.catalog import Asset
-from tasks.roboscript.geometry import Box, Rect
-from tasks.roboscript.params import RobotParams, TableParams
+from core.errors import DataError
+from robot.contract.catalog import Asset
+from robot.contract.geometry import Box, Rect
+from robot.contract.params import RobotParams, TableParams
 
 SCHEMA = "roboscript-world/1"
 RELATIONS = ("on", "in", "part_of")
@@ -185,7 +185,7 @@ def world_json_text(world: World) -> str:
 
 
 def write_world(path: Path, world: World) -> None:
-    from tasks.io import write_text
+    from core.io import write_text
 
     write_text(path, world_json_text(world))
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from matplotlib.colors import is_color_like, to_rgba
 
-from tasks.errors import DataError
+from core.errors import DataError
 
 CATALOG_FILE = Path(__file__).with_name("assets.yaml")
 KINDS = ("object", "container", "cabinet")
@@ -264,3 +265,18 @@ def load_catalog(path: Path | None = None, strict: bool = True) -> Catalog:
     if not path.exists():
         raise DataError(f"asset catalog {path} not found.")
     return parse_catalog(path.read_text(encoding="utf-8"), source=path.name, strict=strict)
+
+
+_COLOURS = {"white": "#f2f2f2", "grey": "#9a9a9a", "beige": "#e6d3a8", "brown": "#8b5a2b", "silver": "#c8c8c8",
+            "multicolour": "#c060d0", "yellow": "#f2d13a", "orange": "#f08c2a", "green": "#4caf50", "blue": "#3f7fd0",
+            "red": "#d23c3c", "purple": "#8050b0", "pink": "#f0a0c0", "black": "#333333"}
+
+
+def colour_hex(name: str) -> str:
+    """A catalog colour word (or any matplotlib colour) as the hex colour pictures and the simulator paint."""
+    return _COLOURS.get(name, name if is_color_like(name) else "#b0b0b0")
+
+
+def colour_rgba(name: str) -> tuple[float, float, float, float]:
+    """A catalog colour word as RGBA in [0, 1] (the simulator's renderer paints the models with it)."""
+    return to_rgba(colour_hex(name))

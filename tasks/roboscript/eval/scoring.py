@@ -22,82 +22,14 @@ Repeats a runner could not run at all (the goal failed on every runner) are repo
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-from robot.sandbox import GRAMMATICAL
-from tasks.errors import DataError
-from tasks.roboscript.benchmark import ITEM_TYPES, EvalItem, WorldState, check_item, initial_state
-from tasks.roboscript.world import World
+from robot.contract.outcomes import GRAMMATICAL
 
 METRICS = ("grammar_correct", "semantic_correct", "finished_steps_ratio", "finished_whole_task")
 METRIC_LABELS = {"grammar_correct": "grammar correctness", "semantic_correct": "semantic correctness",
                  "finished_steps_ratio": "finished steps ratio", "finished_whole_task": "finished whole task"}
-
-
-@dataclass(frozen=True)
-class PlacedAt:
-    object: str
-    position: tuple[float, float]
-    tolerance: float = 0.05
-    type: str = "placed_at"
-
-    def describe(self) -> str:
-        return f"{self.object} is on the table within {self.tolerance} m of {list(self.position)}"
-
-
-def parse_items(raw: list[Any], world: World) -> list:
-    names = {m.name for m in world.models}
-    parts = {j.part for j in world.joints}
-    items: list = []
-    for i, entry in enumerate(raw, start=1):
-        if not isinstance(entry, dict) or entry.get("type") not in (*ITEM_TYPES, "placed_at"):
-            raise DataError(f"evaluation item {i}: type must be one of {', '.join((*ITEM_TYPES, 'placed_at'))}.")
-        try:
-            if entry["type"] == "placed_at":
-                pos = entry.get("position")
-                if not (isinstance(pos, list) and len(pos) == 2 and all(isinstance(v, (int, float)) for v in pos)):
-                    raise DataError(f"evaluation item {i}: placed_at needs position [x, y].")
-                item: Any = PlacedAt(entry["object"], (float(pos[0]), float(pos[1])),
-                                     float(entry.get("tolerance", 0.05)))
-            else:
-                item = EvalItem(**entry)
-        except (TypeError, KeyError) as exc:
-            raise DataError(f"evaluation item {i}: {exc}.") from None
-        for key in ("object", "receptacle", "of"):
-            value = getattr(item, key, None)
-            if value is not None and value not in names:
-                raise DataError(f"evaluation item {i}: {key} {value!r} is not in the world.")
-        if getattr(item, "part", None) is not None and item.part not in parts:
-            raise DataError(f"evaluation item {i}: part {item.part!r} has no joint in the world.")
-        items.append(item)
-    return items
-
-
-def _placed_at(item: PlacedAt, world: World, state: WorldState) -> tuple[bool, str]:
-    box = state.boxes.get(item.object)
-    if box is None:
-        return False, f"{item.describe()}: the object is missing"
-    cx, cy, _ = box.center
-    dist = math.hypot(cx - item.position[0], cy - item.position[1])
-    on_table = abs(box.z0 - world.table.height) <= 0.02
-    return dist <= item.tolerance and on_table, (f"{item.describe()}: {dist:.3f} m away, bottom "
-                                                 f"{box.z0:.3f} (table {world.table.height:.3f})")
-
-
-def check_items(items: list, world: World, state: WorldState) -> list[dict]:
-    start = initial_state(world)
-    out = []
-    for item in items:
-        if isinstance(item, PlacedAt):
-            ok, detail = _placed_at(item, world, state)
-        else:
-            result = check_item(item, state, start)
-            ok, detail = result.ok, result.detail
-        out.append({"description": item.describe(), "ok": bool(ok), "detail": detail})
-    return out
 
 
 def task_metrics(result: dict | None, n_items: int) -> dict:

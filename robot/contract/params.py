@@ -1,21 +1,25 @@
-"""Typed schema of the robot evaluation's ``params.yaml`` keys (mounted on the params model as ``eval``).
+"""The settings a runner goal carries, as typed schemas: the table and robot that define the world frame, and how
+perception works (noise, cameras, grounding, fusion, grasps).
 
-Defined here, with its own strict base, so that ``tasks.params`` can import it without a cycle and the runner can
-validate a goal's perception settings with the same models.
+They are part of the contract: the ``roboscript`` params (``tasks.roboscript.params``) mount them, and a runner
+validates a goal's settings with the same models. World frame (metres): x points away from the robot across the
+table, y to the robot's left, z up from the floor; the robot base stands on the table top at
+(``robot.base_x``, ``robot.base_y``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from core.plugins import GRASP_BACKENDS, GROUNDING_BACKENDS
+from core.schema import Strict
+
+Metres = Annotated[float, Field(ge=-5.0, le=5.0)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class NoiseParams(_Strict):
+class NoiseParams(Strict):
     """The ``noisy`` perception mode: Gaussian noise (standard deviations) on what ``detect_objects`` reports."""
 
     position_m: Annotated[float, Field(ge=0.0, le=0.2)] = 0.005
@@ -32,7 +36,7 @@ Vec3 = tuple[float, float, float]
 SOURCES = ("perceived", "ground_truth")
 
 
-class CameraParams(_Strict):
+class CameraParams(Strict):
     name: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]
     eye: Vec3
     """Optical centre: x, y in the world frame, z above the table top (metres)."""
@@ -48,7 +52,7 @@ def _default_cameras() -> list[CameraParams]:
             CameraParams(name="right", eye=(0.45, -0.95, 0.65), target=(0.45, 0.0, 0.0))]
 
 
-class CameraRigParams(_Strict):
+class CameraRigParams(Strict):
     """The RGB-D cameras around the table (paper III-C: k >= 1 views; multi-view fusion needs a few)."""
 
     cameras: list[CameraParams] = _default_cameras()
@@ -75,7 +79,7 @@ class CameraRigParams(_Strict):
         return value
 
 
-class GroundingParams(_Strict):
+class GroundingParams(Strict):
     """2-D grounding: labelled boxes on each RGB image (paper III-C1)."""
 
     backend: str = "sim-seg"
@@ -99,12 +103,10 @@ class GroundingParams(_Strict):
     @field_validator("backend")
     @classmethod
     def _known(cls, value: str) -> str:
-        from robot.perception.grounding import GROUNDING_BACKENDS
-
         return GROUNDING_BACKENDS.require(value)
 
 
-class FusionParams(_Strict):
+class FusionParams(Strict):
     """TSDF fusion of the views (paper III-C2) and what is kept of the reconstruction."""
 
     voxel_m: Annotated[float, Field(ge=0.001, le=0.05)] = 0.004
@@ -127,7 +129,7 @@ class FusionParams(_Strict):
         return self
 
 
-class SegmentationParams(_Strict):
+class SegmentationParams(Strict):
     """Cross-view box matching (III-C3) and 3-D instance segmentation (III-C4)."""
 
     min_iou: Annotated[float, Field(ge=0.0, le=1.0)] = 0.05
@@ -140,7 +142,7 @@ class SegmentationParams(_Strict):
     """A box whose lowest point is this close to the table top is extended down to it (the hidden underside)."""
 
 
-class PipelineParams(_Strict):
+class PipelineParams(Strict):
     """The ``perceived`` perception mode: multi-view RGB-D -> 2-D grounding -> TSDF fusion -> cross-view matching ->
     3-D instances, grasps from points, and the planning scene from the reconstruction (docs/perception.md)."""
 
@@ -159,124 +161,36 @@ class PipelineParams(_Strict):
     @field_validator("grasp")
     @classmethod
     def _known_grasp(cls, value: str) -> str:
-        from robot.perception.grasp_backends import GRASP_BACKENDS
-
         return GRASP_BACKENDS.require(value)
 
 
-#: The ablation settings of paper V-C (Figs. 7-8): where the perception tools' results and the planning scene come
-#: from. ``gt`` runs the ground_truth mode; the others run the pipeline with these sources.
-ABLATION_SETTINGS: dict[str, dict[str, str]] = {
-    "gt": {"detection": "ground_truth", "planning_scene": "ground_truth"},
-    "gt_planning_scene": {"detection": "perceived", "planning_scene": "ground_truth"},
-    "gt_detection": {"detection": "ground_truth", "planning_scene": "perceived"},
-    "no_gt": {"detection": "perceived", "planning_scene": "perceived"},
-}
+class TableParams(Strict):
+    center_x: Metres = 0.4
+    center_y: Metres = 0.0
+    size_x: Annotated[float, Field(gt=0.2, le=4.0)] = 1.0
+    size_y: Annotated[float, Field(gt=0.2, le=4.0)] = 1.6
+    height: Annotated[float, Field(gt=0.2, le=2.0)] = 0.75
+    edge_margin: Annotated[float, Field(ge=0.0, le=0.3)] = 0.03
+    """Clearance kept between every model and the table's edges."""
+
+    def bounds(self) -> tuple[float, float, float, float]:
+        """(x_min, y_min, x_max, y_max) of the table top."""
+        return (self.center_x - self.size_x / 2, self.center_y - self.size_y / 2,
+                self.center_x + self.size_x / 2, self.center_y + self.size_y / 2)
 
 
-class AblationParams(_Strict):
-    """The perception ablation (paper V-C): pick-and-place and open-drawer-and-place over the best-grasped objects."""
-
-    objects: list[str] = ["apple", "blue_block", "gelatin_box", "tomato_soup_can"]
-    """Catalog assets (the paper: the 10 objects with the highest grasp success in the shape study)."""
-    studies: list[Literal["pick_place", "drawer"]] = ["pick_place", "drawer"]
-    settings: list[Literal["gt", "gt_planning_scene", "gt_detection", "no_gt"]] = list(ABLATION_SETTINGS)
-    repeats: Annotated[int, Field(ge=1, le=100)] = 2
-
-    @field_validator("objects", "studies", "settings")
-    @classmethod
-    def _non_empty(cls, value: list) -> list:
-        if not value:
-            raise ValueError("must name at least one")
-        if len(set(value)) != len(value):
-            raise ValueError(f"names repeat: {value}")
-        return value
-
-
-class ShapesParams(_Strict):
-    """The object-shape study (paper V-B): pick-and-place and open-drawer-and-place over catalog objects."""
-
-    objects: Literal["all"] | list[str] = "all"
-    """"all" = every catalog object and container (cabinets excluded), or a list of asset names."""
-    studies: list[Literal["pick_place", "drawer"]] = ["pick_place", "drawer"]
-    repeats: Annotated[int, Field(ge=1, le=100)] = 2
-
-
-class RobotEvalParams(_Strict):
-    runners: Annotated[int, Field(ge=1, le=64)] = 2
-    """Local sim runners the flow starts (with their own ROS master) when ``master_uri`` is null."""
-    master_uri: str | None = None
-    """An existing ROS master whose runners the flow uses (robots or runners on other hosts), e.g.
-    http://lab-pc:11311; null = start a local master and ``runners`` sim runners."""
-    runner_namespaces: list[str] = []
-    """Runners on ``master_uri`` to use, e.g. [/franka, /ur5]; [] = every runner found on that master."""
-    backend: str = "sim"
-    """Backend of the local runners: sim | moveit."""
-    arm: Literal["panda", "ur5"] = "panda"
-    repeats: Annotated[int, Field(ge=1, le=100)] = 2
-    """Repeats per task: 2 keeps the default run within a minute; the paper reports the mean over 10
-    (``dvc exp run -S roboscript.eval.repeats=10``)."""
-    perception: str = "ground_truth"
-    """ground_truth (the simulator's boxes and poses) | noisy (ground truth + the noise below) | perceived (the
-    perception pipeline below)."""
-    noise: NoiseParams = NoiseParams()
-    pipeline: PipelineParams = PipelineParams()
-    pose_jitter_m: Annotated[float, Field(ge=0.0, le=0.05)] = 0.005
-    """Each repeat displaces the loose objects by up to this much (the sim is otherwise deterministic)."""
-    code: Literal["generate", "snippets"] = "generate"
-    """generate: the code generator with ``llm`` params (offline by default) writes the code of each task;
-    snippets: read it from ``snippets_file``."""
-    snippets_file: str | None = None
-    """JSON or YAML mapping task id -> code, or a parquet/JSON table with task_id (or query_id) and code columns."""
-    tasks: Literal["all"] | list[str] = "all"
-    episode_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
-    """Wall-clock limit of one repeat's code (tool time included)."""
-    memory_mb: Annotated[int, Field(ge=64, le=65536)] = 512
-    """Address-space budget of the sandboxed code beyond what the interpreter already uses."""
-    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
-    """Times an episode is retried on another runner when its runner dies mid-episode."""
-    seed: int = 0
-    shapes: ShapesParams = ShapesParams()
-    ablation: AblationParams = AblationParams()
-
-    def episode_settings(self) -> dict:
-        """The runner-goal fields (``robot/episode.py``) every episode of this evaluation shares: how perception
-        works, the jitter, seed and limits."""
-        return {"perception": self.perception, "noise": self.noise.model_dump(),
-                "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
-                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb}
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, value: str) -> str:
-        from robot.backends import ROBOT_BACKENDS
-
-        return ROBOT_BACKENDS.require(value)
-
-    @field_validator("perception")
-    @classmethod
-    def _known_perception(cls, value: str) -> str:
-        from robot.perception import PERCEPTION_MODES
-
-        return PERCEPTION_MODES.require(value)
-
-    @field_validator("master_uri")
-    @classmethod
-    def _uri(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith("http://"):
-            raise ValueError(f"a ROS master URI looks like http://host:11311, got {value!r}")
-        return value
-
-    @field_validator("runner_namespaces")
-    @classmethod
-    def _namespaces(cls, value: list[str]) -> list[str]:
-        for ns in value:
-            if not ns.startswith("/") or ns.endswith("/") or " " in ns:
-                raise ValueError(f"a runner namespace looks like /runner1, got {ns!r}")
-        return value
+class RobotParams(Strict):
+    name: str = "panda"
+    base_x: Metres = 0.0
+    base_y: Metres = 0.0
+    reach: Annotated[float, Field(gt=0.2, le=2.0)] = 0.85
+    """Horizontal distance from the base within which every corner of a model's footprint must lie."""
+    keep_out: tuple[Metres, Metres, Metres, Metres] = (-0.25, -0.25, 0.3, 0.25)
+    """Box around the base, (x_min, y_min, x_max, y_max) relative to it, that no model may overlap."""
 
     @model_validator(mode="after")
-    def _snippets(self) -> RobotEvalParams:
-        if self.code == "snippets" and not self.snippets_file:
-            raise ValueError("code: snippets needs snippets_file")
+    def _box_order(self) -> RobotParams:
+        x0, y0, x1, y1 = self.keep_out
+        if x1 <= x0 or y1 <= y0:
+            raise ValueError("keep_out must be (x_min, y_min, x_max, y_max) with x_min < x_max and y_min < y_max")
         return self

@@ -1,4 +1,4 @@
-"""The static checks behind :class:`robot.code_policy.CodePolicy`: one pass over the syntax tree of a snippet.
+"""The static checks behind :class:`robot.contract.code_policy.CodePolicy`: one pass over the syntax tree of a snippet.
 
 Kept apart from the policy object so that ``code_policy.py`` reads as the policy (what is allowed) and this module
 as the mechanics (how a tree is walked). Scoping is deliberately flow-insensitive: a name counts as defined if the
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from robot.code_policy import CodePolicy, Reason
-    from robot.tool_api import ToolSpec
+    from robot.contract.code_policy import CodePolicy, Reason
+    from robot.contract.tool_api import ToolSpec
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def looks_like_prose(text: str) -> bool:
 
 
 def _reason(code: str, message: str, line: int | None = None) -> Reason:
-    from robot.code_policy import Reason
+    from robot.contract.code_policy import Reason
 
     return Reason(code, message, line)
 

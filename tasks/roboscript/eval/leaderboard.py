@@ -1,6 +1,6 @@
 """The RoboScript part of the leaderboard: the paper's Table II, read from the MLflow runs of `roboscript-eval`.
 
-Each run logs ``<task>.<metric>`` metrics (robot/evaluation.py); the newest finished run per model (its run name)
+Each run logs ``<task>.<metric>`` metrics (tasks/roboscript/eval/evaluation.py); the newest finished run per model (its run name)
 gives one block of rows.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from robot.scoring import METRICS, table2_markdown
+from tasks.roboscript.eval.scoring import METRICS, table2_markdown
 
 EXPERIMENT = "roboscript-eval"
 

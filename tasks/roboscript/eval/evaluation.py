@@ -13,15 +13,17 @@ from typing import Any
 
 import yaml
 
+from core.errors import DataError, PipelineError
 from robot.client import RunnerPool, discover, ensure_node
-from robot.params import RobotEvalParams
-from robot.scoring import METRICS, summary, table2_markdown, task_metrics
-from tasks import paths
-from tasks.errors import DataError, PipelineError
+from tasks.roboscript import layout
 from tasks.roboscript.benchmark import BenchmarkTask
-
-CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"
-REPORTS = paths.REPORTS / "roboscript"
+from tasks.roboscript.eval.scoring import (
+    METRICS,
+    summary,
+    table2_markdown,
+    task_metrics,
+)
+from tasks.roboscript.params import RobotEvalParams
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def generate_code(tasks: list[BenchmarkTask], params) -> tuple[dict[str, TaskCod
     from tasks.roboscript.code_prompts import task_query
     from tasks.roboscript.codegen import CodeJob, HierarchicalGenerator
 
-    client = build_client(params.llm, CODEGEN_CACHE)
+    client = build_client(params.llm, layout.EVAL_CACHE)
     generator = HierarchicalGenerator(client, params.llm, params.roboscript.codegen)
     jobs = [CodeJob(t.id, t.id, t.instruction, task_query(t.world.object_names(), t.instruction)) for t in tasks]
     out = {}
@@ -63,7 +65,7 @@ def generate_code(tasks: list[BenchmarkTask], params) -> tuple[dict[str, TaskCod
 def load_snippets(path: Path, tasks: list[BenchmarkTask]) -> tuple[dict[str, TaskCode], str]:
     """Code for each task from a file: {task_id: code} (JSON/YAML), or records with task_id|query_id and code
     (JSON list, JSONL or parquet)."""
-    from robot.code_policy import check_snippet
+    from robot.contract.code_policy import check_snippet
 
     if not path.exists():
         raise DataError(f"snippets file {path} does not exist.")
@@ -157,7 +159,7 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
     report = {"model": model, "settings": settings, "summary": summary(per_task), "tasks": per_task,
               "wall_s": round(wall_s, 2)}
     return report, {"model": model, "pool": pool_info, "tasks": details,
-                    "metric_definitions": "robot/scoring.py, docs/robot.md"}
+                    "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
 
 
 def table2(report: dict) -> str:
@@ -166,6 +168,17 @@ def table2(report: dict) -> str:
              f"{report['settings']['perception']} perception, {report['settings']['arm']} "
              f"({report['settings']['backend']}); metric definitions in docs/robot.md.")
     return table2_markdown({report["model"]: report["tasks"]}, tasks, title)
+
+
+def mlflow_fields(report: dict, params) -> tuple[dict, dict]:
+    """(params, tags) of the evaluation's MLflow run (``params``: the whole ``Params``)."""
+    ep = params.roboscript.eval
+    tags = {"model": report["model"], "backend": ep.backend, "arm": ep.arm}
+    run_params = {"model": report["model"], "llm_backend": params.llm.backend, "code": ep.code,
+                  "repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
+                  "runners": report["settings"]["runners"], "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,
+                  "tasks": ",".join(report["tasks"])}
+    return run_params, tags
 
 
 def mlflow_metrics(report: dict) -> dict[str, float]:

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tasks.errors import PipelineError
+from core.errors import PipelineError
 
 app = typer.Typer(help="Embodied-planning and robot-code-generation pipelines (MuEP, RoboScript).",
                   no_args_is_help=True, add_completion=False)
@@ -85,7 +85,8 @@ STAGES = {
     ("roboscript", "queries"): ("roboscript_queries", "Task queries suggested by the LLM backend per world."),
     ("roboscript", "codegen"): ("roboscript_codegen", "Hierarchical code generation and code checks."),
     ("roboscript", "eval"): ("roboscript_eval", "Run the benchmark tasks' code on a pool of ROS runners."),
-    ("roboscript", "shapes"): ("roboscript_shapes", "The object-shape study over every catalog object."),
+    ("roboscript", "shapes"): ("roboscript_shapes", "The object-shape study over catalog objects (paper V-B)."),
+    ("roboscript", "perception"): ("roboscript_perception", "The perception ablation: GT vs perceived (paper V-C)."),
 }
 _GROUPS = {"muep": muep_app, "roboscript": roboscript_app}
 

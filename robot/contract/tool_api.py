@@ -4,7 +4,7 @@ Every tool is an abstract method of :class:`ToolAPI` with its signature and doc 
 from this class and nothing else:
 
 * :data:`TOOL_SPECS` -- a machine-readable table (name, group, parameters, return annotation, doc) read by the code
-  checker (``robot/code_policy.py``) to verify names, arity and keyword names of every tool call;
+  checker (``robot/contract/code_policy.py``) to verify names, arity and keyword names of every tool call;
 * :func:`tool_docs` -- the tool section of the code-generation system prompt (``tasks/roboscript/codegen.py``);
 * the robot backends (Gazebo simulation, real arm) of the ROS runner, which subclass :class:`ToolAPI`.
 

@@ -1,6 +1,6 @@
 """The code policy: what generated robot code may do, checked statically before it runs.
 
-One :class:`CodePolicy` object holds the whole policy -- the tool signatures (from ``robot/tool_api.py``), the
+One :class:`CodePolicy` object holds the whole policy -- the tool signatures (from ``robot/contract/tool_api.py``), the
 builtins and ``numpy`` functions on the allow-list, the method names allowed on values, the forbidden names and
 statements. The data pipeline checks every generated snippet with it (:func:`check_snippet`), and the ROS runner's
 sandbox executes a snippet only with :meth:`CodePolicy.namespace` of the same object, so the static check and the
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from robot import _code_checks
-from robot.tool_api import TOOL_SPECS, ToolAPI, ToolSpec
+from robot.contract import code_checks as _code_checks
+from robot.contract.tool_api import TOOL_SPECS, ToolAPI, ToolSpec
 
 #: Every reason a snippet can fail, with what it means.
 REASON_CODES: dict[str, str] = {

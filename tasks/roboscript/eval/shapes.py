@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robot.params import RobotEvalParams
-from tasks.roboscript.catalog import Asset, Catalog
-from tasks.roboscript.params import WorldsParams
-from tasks.roboscript.world import World, cabinet_models, drawer_travel, model_of
+from robot.contract.catalog import Asset, Catalog
+from robot.contract.world import World, cabinet_models, drawer_travel, model_of
+from tasks.roboscript.params import RobotEvalParams, WorldsParams
 
 STUDIES = ("pick_place", "drawer")
 START = (0.40, -0.25)
@@ -159,6 +158,28 @@ def success_rate(result: dict) -> float | None:
     if not result.get("ok") or not repeats:
         return None
     return round(sum(bool(r.get("success")) for r in repeats) / len(repeats), 4)
+
+
+def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, pool_info: dict,
+           wall_s: float) -> dict:
+    """reports/roboscript/shapes.json from the results by ``<study>/<asset>``: success per study and object, means,
+    how each trial's repeats ended."""
+    rates: dict[str, dict] = {}
+    for key, result in sorted(results.items()):
+        study, asset = key.split("/")
+        rates.setdefault(study, {})[asset] = success_rate(result)
+    statuses = {key: sorted({r["status"] for r in res.get("repeats", [])}) or [res.get("error")]
+                for key, res in results.items()}
+    return {"repeats": ep.shapes.repeats, "arm": ep.arm, "perception": ep.perception, "success": rates,
+            "not_applicable": skipped, "statuses": statuses,
+            "mean": {s: round(sum(v or 0 for v in r.values()) / len(r), 4) for s, r in rates.items() if r},
+            "pool": pool_info, "wall_s": round(wall_s, 2)}
+
+
+def mlflow_metrics(report: dict) -> dict[str, float]:
+    return ({f"{study}.{asset}": rate for study, rates in report["success"].items()
+             for asset, rate in rates.items() if rate is not None}
+            | {f"mean.{study}": value for study, value in report["mean"].items()})
 
 
 def plot(rates: dict[str, dict[str, float | None]], catalog: Catalog, path) -> None:

@@ -54,7 +54,7 @@ def write_parquet(path: Path, frame: pd.DataFrame) -> None:
 
 
 def read_parquet(path: Path) -> pd.DataFrame:
-    from tasks.errors import DataError
+    from core.errors import DataError
 
     path = Path(path)
     if not path.exists():

@@ -1,6 +1,6 @@
 """The perception ablation (paper V-C, Figs. 7-8): how much success the perception pipeline costs.
 
-The shape study's two fixed, verified tasks (``robot/shapes.py``: pick-and-place; open the middle drawer and place)
+The shape study's two fixed, verified tasks (``tasks/roboscript/eval/shapes.py``: pick-and-place; open the middle drawer and place)
 run on each configured object under each setting:
 
 * ``gt`` -- ground-truth detection and planning scene (the ``ground_truth`` mode);
@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robot import shapes
-from robot.params import ABLATION_SETTINGS, RobotEvalParams
-from tasks.errors import ConfigError
-from tasks.roboscript.catalog import Catalog
-from tasks.roboscript.params import WorldsParams
+from core.errors import ConfigError
+from robot.contract.catalog import Catalog
+from tasks.roboscript.eval import shapes
+from tasks.roboscript.params import ABLATION_SETTINGS, RobotEvalParams, WorldsParams
 
 STUDY_TITLES = {"pick_place": "pick and place", "drawer": "open drawer and place"}
 SETTING_TITLES = {"gt": "GT detection & planning", "gt_planning_scene": "GT planning scene (perceived detection)",
@@ -72,6 +71,32 @@ def summarise(results: dict[str, dict], settings: list[str]) -> dict:
                           for study, value in means[setting].items()
                           if value is not None and means["gt"].get(study) is not None}
     return {"success": rates, "mean": means, "drop_points": drops}
+
+
+def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, pool_info: dict,
+           wall_s: float) -> dict:
+    """reports/roboscript/perception.json: the settings, the success table and its means, how repeats ended."""
+    ab = ep.ablation
+    return {"settings": ab.settings, "objects": ab.objects, "studies": ab.studies, "repeats": ab.repeats,
+            "arm": ep.arm, "grounding": ep.pipeline.grounding.backend, "grasp": ep.pipeline.grasp,
+            **summarise(results, ab.settings), "outcomes": failures(results), "not_applicable": skipped,
+            "perception_s": perception_seconds(results), "pool": pool_info, "wall_s": round(wall_s, 2)}
+
+
+def mlflow_fields(report: dict, ep: RobotEvalParams) -> tuple[dict, dict, dict[str, float]]:
+    """(params, tags, metrics) of the ablation's MLflow run."""
+    run_params = {"repeats": report["repeats"], "arm": ep.arm, "objects": ",".join(report["objects"]),
+                  "settings": ",".join(report["settings"]), "grounding": ep.pipeline.grounding.backend,
+                  "grasp": ep.pipeline.grasp, "cameras": len(ep.pipeline.cameras.cameras),
+                  "voxel_m": ep.pipeline.fusion.voxel_m}
+    tags = {"arm": ep.arm, "grounding": ep.pipeline.grounding.backend}
+    metrics = {f"{setting}.{study}.{asset}": rate for setting, per in report["success"].items()
+               for study, rates in per.items() for asset, rate in rates.items() if rate is not None}
+    metrics |= {f"mean.{setting}.{study}": value for setting, per in report["mean"].items()
+                for study, value in per.items() if value is not None}
+    metrics |= {f"drop_points.{setting}.{study}": value for setting, per in report["drop_points"].items()
+                for study, value in per.items()}
+    return run_params, tags, metrics
 
 
 def _mean(values: dict[str, float | None]) -> float | None:

@@ -1,0 +1,36 @@
+"""Where the MuEP stages read and write: one place, so flows, tasks, tests and ``dvc.yaml`` agree.
+
+Everything hangs off ``tasks.paths`` (so ``EMBP_ROOT`` moves it all to a temporary copy of the repository).
+"""
+
+from __future__ import annotations
+
+from tasks import paths
+
+DATA = paths.DATA / "muep"
+METADATA = DATA / "metadata"
+"""``scenes.parquet``, ``object_types.parquet``, ``receptacles.parquet``, ``instances.parquet`` (stage 1)."""
+SCENES = METADATA / "scenes.parquet"
+OBJECT_TYPES = METADATA / "object_types.parquet"
+GENERATE = DATA / "generate"
+"""``tasks.parquet``, ``parse_rejects.parquet`` (stage 2)."""
+TASKS = GENERATE / "tasks.parquet"
+PARSE_REJECTS = GENERATE / "parse_rejects.parquet"
+FILTER = DATA / "filter"
+"""``accepted.parquet``, ``rejected.parquet`` (stage 3)."""
+ACCEPTED = FILTER / "accepted.parquet"
+REJECTED = FILTER / "rejected.parquet"
+DEMOS = DATA / "demos"
+"""Webdataset shards, ``episodes.parquet``, ``splits.json`` (stage 4)."""
+EPISODES = DEMOS / "episodes.parquet"
+SFT = DATA / "sft"
+"""``train.jsonl``, ``seen_test.jsonl``, ``unseen_test.jsonl``."""
+EVAL = DATA / "eval"
+"""``<agent>/<split>.jsonl``: every evaluated episode with its trajectory and metrics."""
+REPORTS = paths.REPORTS / "muep"
+TRAIN_REPORTS = REPORTS / "train"
+LEADERBOARD_MD = paths.REPORTS / "leaderboard.md"
+LEADERBOARD_HTML = paths.REPORTS / "leaderboard.html"
+
+#: LLM response cache of task generation. A DVC ``persist`` output: it survives reruns of the generation stage.
+LLM_CACHE = paths.DATA / "cache" / "llm"
