@@ -42,8 +42,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 run: setup
-	$(WITH_VENV) dvc repro
-	$(WITH_VENV) dvc metrics show
+	$(WITH_VENV) embp run
 
 test: setup
 	$(WITH_VENV) python -m pytest

@@ -102,23 +102,23 @@ def _drain_prefect_workers() -> None:
 
 @contextmanager
 def shared_prefect_server():
-    """With no ``PREFECT_API_URL``, start one temporary Prefect server for the whole stage and point every process
-    at it. Prefect would otherwise start one per process: the flow's, and one in each process-pool worker (~8 s
-    each). With ``PREFECT_API_URL`` set, this does nothing: runs go to that server."""
-    if os.environ.get("PREFECT_API_URL") or os.environ.get("EMBP_PREFECT_PER_PROCESS"):
+    """Point this stage (and its worker processes) at the run's shared Prefect server (``flows._prefect_server``:
+    started by the first stage of a run, stopped when idle). With ``PREFECT_API_URL`` set, runs go to that
+    server and nothing is started."""
+    if os.environ.get("PREFECT_API_URL"):
         yield
         return
-    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    server = SubprocessASGIServer()
-    server.start()
-    os.environ["PREFECT_API_URL"] = server.api_url
-    try:
-        yield
-    finally:
-        _drain_prefect_workers()  # send the last run logs and events while the server still listens
-        os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
+    from flows._prefect_server import lease
+
+    with lease() as url, temporary_settings(updates={PREFECT_API_URL: url}):
+        os.environ["PREFECT_API_URL"] = url  # for the stage's worker processes
+        try:
+            yield
+        finally:
+            _drain_prefect_workers()  # send the last run logs and events while the server still listens
+            os.environ.pop("PREFECT_API_URL", None)
 
 
 def run_stage(stage: str, flow: Callable[..., Any], params_file: str | None = None) -> int:

@@ -1,7 +1,10 @@
 """``embp``: the project's command line. Every stage is also ``python -m flows.<name>``; this is the same code.
 
+    embp run                          # dvc repro on params.yaml, then the summary of both pipelines
+    embp run --profile paper          # the same as a DVC experiment with profiles/paper.yaml applied
+    embp summary                      # the summary of the last run's reports
     embp params check                 # validate params.yaml, print the resolved values
-    embp params profile paper         # print the `-S key=value` overrides of profiles/paper.yaml for `dvc exp run`
+    embp params profile paper         # print the overrides a profile applies
     embp muep metadata|generate|filter [--params FILE]
 """
 
@@ -44,16 +47,67 @@ def params_check(path: Annotated[Optional[Path], typer.Argument(help="Params fil
     typer.echo(json.dumps(params.model_dump(), indent=2))
 
 
-@params_app.command("profile")
-def params_profile(name: Annotated[str, typer.Argument(help="Profile name: a file profiles/<name>.yaml.")]) -> None:
-    """Print the `-S key=value` overrides of a profile, for `dvc exp run $(embp params profile NAME)`."""
+def _set_params(name: str) -> list[str]:
+    """``dvc exp run`` arguments that apply a profile: one ``--set-param key=value`` per override, each one
+    argument (values as compact JSON, which DVC's override grammar reads), so no shell splits them."""
     from tasks.params import profile_overrides
 
+    args = []
+    for key, value in profile_overrides(name).items():
+        args += ["--set-param", f"{key}={json.dumps(value, separators=(',', ':'))}"]
+    return args
+
+
+@params_app.command("profile")
+def params_profile(name: Annotated[str, typer.Argument(help="Profile name: a file profiles/<name>.yaml.")]) -> None:
+    """Print the overrides a profile applies, one `--set-param` per line (`embp run --profile NAME` applies them)."""
     try:
-        overrides = profile_overrides(name)
+        args = _set_params(name)
     except PipelineError as exc:
         _fail(exc)
-    typer.echo(" ".join(f"-S {shlex.quote(f'{k}={json.dumps(v)}')}" for k, v in overrides.items()))
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        typer.echo(f"{flag} {shlex.quote(value)}")
+
+
+@app.command("run")
+def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to bring up to date (default: all).")]
+        = None,
+        profile: Annotated[Optional[str], typer.Option(help="Apply profiles/<NAME>.yaml (a DVC experiment).")]
+        = None,
+        force: Annotated[bool, typer.Option("--force", help="Rerun the stages even if they are up to date.")]
+        = False,
+        summary: Annotated[bool, typer.Option(help="Print the summary at the end.")] = True) -> None:
+    """Run the pipeline: `dvc repro` (with a profile: `dvc exp run` with its overrides), then the summary.
+
+    All stages share one Prefect server, stopped at the end."""
+    import os
+    import subprocess
+
+    from flows import _prefect_server
+    from tasks.summary import render
+
+    try:
+        cmd = ["dvc", "exp", "run", *_set_params(profile)] if profile else ["dvc", "repro"]
+    except PipelineError as exc:
+        _fail(exc)
+    cmd += (["--force"] if force else []) + list(targets or [])
+    typer.echo(f"$ {shlex.join(cmd)}", err=True)
+    env = os.environ | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    try:
+        code = subprocess.run(cmd, env=env).returncode
+    finally:
+        _prefect_server.stop()
+    if summary:
+        typer.echo(render())
+    raise typer.Exit(code)
+
+
+@app.command("summary")
+def summary_command(width: Annotated[int, typer.Option(help="Table width in columns.")] = 120) -> None:
+    """The headline numbers of every stage's last report, and where each report is."""
+    from tasks.summary import render
+
+    typer.echo(render(width))
 
 
 def _stage(stage: str, module: str, params: Optional[Path]) -> None:

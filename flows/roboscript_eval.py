@@ -49,7 +49,8 @@ def roboscript_eval(params_file: str | None = None) -> dict:
                    slog.write(layout.REPORTS / "table2.md", evaluation.table2(report))]
         run_params, tags = evaluation.mlflow_fields(report, params)
         tracking.log_run(params.tracking, STAGE, report["model"], run_params=run_params, tags=tags | {"stage": STAGE},
-                         metrics=evaluation.mlflow_metrics(report), artifacts=outputs)
+                         metrics=evaluation.mlflow_metrics(report), artifacts=outputs,
+                         dataset=evaluation.benchmark_dataset(goals))
         return report["summary"]
 
 

@@ -7,8 +7,10 @@ local sqlite store ``mlflow.db`` at the repository root (MLflow's file store is 
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks import paths
@@ -32,17 +34,43 @@ def artifact_location(params: TrackingParams) -> str | None:
     return None
 
 
+#: MLflow 3's UI opens an experiment on its GenAI trace overview unless the experiment says it holds model runs.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """What a run evaluated or trained on, logged as an MLflow dataset input (the runs table's Dataset column):
+    ``digest`` is the data version (DVC's md5 or a content hash), ``context`` "training" or "evaluation"."""
+
+    name: str
+    digest: str
+    source: str
+    context: str
+    records: int
+
+    def entity(self):
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(name=self.name, digest=self.digest[:36], source_type="local", source=self.source,
+                          profile=json.dumps({"records": self.records}))
+        return DatasetInput(dataset, [InputTag("mlflow.data.context", self.context)])
+
+
 def setup(params: TrackingParams, experiment: str):
-    """Point MLflow at the store and return the experiment id (created on first use)."""
+    """Point MLflow at the store and return the experiment id (created on first use, marked as holding model runs)."""
     import mlflow
 
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     mlflow.set_tracking_uri(tracking_uri(params))
     name = f"{params.experiment_prefix}/{experiment}"
     found = mlflow.get_experiment_by_name(name)
-    if found is not None:
-        return found.experiment_id
-    return mlflow.create_experiment(name, artifact_location=artifact_location(params))
+    if found is None:
+        return mlflow.create_experiment(name, artifact_location=artifact_location(params), tags=EXPERIMENT_KIND)
+    for key, value in EXPERIMENT_KIND.items():
+        if found.tags.get(key) != value:
+            mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
+    return found.experiment_id
 
 
 _MAX_METRICS, _MAX_PARAMS = 1000, 100  # MLflow's caps per log_batch call
@@ -50,9 +78,9 @@ _MAX_METRICS, _MAX_PARAMS = 1000, 100  # MLflow's caps per log_batch call
 
 def log_run(params: TrackingParams, experiment: str, run_name: str, *, run_params: dict | None = None,
             metrics: dict[str, float] | None = None, tags: dict[str, str] | None = None,
-            artifacts: list[Path | str | tuple[str, Path | str]] = ()) -> str:
+            artifacts: list[Path | str | tuple[str, Path | str]] = (), dataset: DatasetRef | None = None) -> str:
     """One finished MLflow run in ``<prefix>/<experiment>``: params, metrics and tags in batched calls, then the
-    artifacts (a path goes to the run's root, ``(folder, path)`` into that folder). Every flow logs through this; returns the run id. A failure
+    artifacts (a path goes to the run's root, ``(folder, path)`` into that folder) and the dataset input. Every flow logs through this; returns the run id. A failure
     half-way marks the run FAILED, so a leaderboard never reads half a run."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
@@ -72,6 +100,8 @@ def log_run(params: TrackingParams, experiment: str, run_name: str, *, run_param
             client.log_batch(run_id, metrics=metric_list[k:k + _MAX_METRICS])
         for k in range(_MAX_PARAMS, len(param_list), _MAX_PARAMS):
             client.log_batch(run_id, params=param_list[k:k + _MAX_PARAMS])
+        if dataset is not None:
+            client.log_inputs(run_id, [dataset.entity()])
         for item in artifacts:
             folder, path = item if isinstance(item, tuple) else (None, item)
             client.log_artifact(run_id, str(path), artifact_path=folder)

@@ -1,5 +1,6 @@
-"""Test settings shared by every test (a quiet, throw-away Prefect home and no telemetry anywhere) and the
-RoboScript catalog and benchmark fixtures the robot tests share."""
+"""Test settings shared by every test (a quiet, throw-away Prefect home and no telemetry anywhere), the rule that
+no test skips without an explicit ``allowed_skip`` marker, the default pipeline's data built once in a throw-away
+copy of the repository, and the RoboScript catalog and benchmark fixtures the robot tests share."""
 
 from __future__ import annotations
 
@@ -16,6 +17,56 @@ os.environ["DVC_NO_ANALYTICS"] = "1"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 REPO = Path(__file__).resolve().parent.parent
+
+# ------------------------------------------------------------------------------------------------------------------
+# No silent skips: a skip fails the run unless the test carries @pytest.mark.allowed_skip(reason=...).
+
+_SKIPPED: list[str] = []
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "allowed_skip(reason): the test may skip for the stated reason without "
+                                       "failing the run")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and not hasattr(report, "wasxfail") and item.get_closest_marker("allowed_skip") is None:
+        _SKIPPED.append(f"{item.nodeid}: {report.longrepr[2] if isinstance(report.longrepr, tuple) else ''}")
+
+
+def pytest_collectreport(report):
+    if report.skipped:
+        _SKIPPED.append(f"{report.nodeid} (whole module): "
+                        f"{report.longrepr[2] if isinstance(report.longrepr, tuple) else ''}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _SKIPPED:
+        terminalreporter.section("skips that are not allowed")
+        for line in _SKIPPED:
+            terminalreporter.write_line(line)
+        terminalreporter.write_line("A test that cannot run here fails the run: install what it needs (make test "
+                                    "does), or mark it @pytest.mark.allowed_skip(reason=...).")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SKIPPED and exitstatus == 0:
+        session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def default_data(tmp_path_factory) -> Path:
+    """The default pipeline's MuEP data up to the SFT export (``dvc repro muep-sft``), built once per test session
+    in a throw-away copy of the repository. Returns the copy's root."""
+    from repo_copy import copy_repo, run_checked
+
+    work = tmp_path_factory.mktemp("default-data")
+    env = copy_repo(work)
+    run_checked(["dvc", "repro", "muep-sft"], work, env, timeout=1800)
+    return work
 
 
 @pytest.fixture(scope="session")

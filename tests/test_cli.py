@@ -38,4 +38,46 @@ def test_params_check_and_a_bad_file(tmp_path):
 
 def test_profile_prints_dvc_overrides():
     result = runner.invoke(app, ["params", "profile", "paper"])
-    assert result.exit_code == 0 and "-S muep.generate.requests_per_scene=12" in result.output
+    assert result.exit_code == 0 and "--set-param muep.generate.requests_per_scene=12" in result.output
+    assert "--set-param 'roboscript.eval.ablation.objects=[\"apple\",\"blue_block\"," in result.output
+
+
+def test_an_unknown_profile_is_named(tmp_path):
+    result = runner.invoke(app, ["run", "--profile", "no-such-profile"])
+    assert result.exit_code == 2 and "no profile 'no-such-profile'" in result.output and "paper" in result.output
+
+
+def test_summary_fits_120_columns():
+    result = runner.invoke(app, ["summary"])
+    assert result.exit_code == 0 and "MuEP" in result.output and "RoboScript" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 120
+
+
+@pytest.mark.dvc
+@pytest.mark.prefect
+def test_run_with_a_profile_as_the_readme_writes_it(tmp_path):
+    """`embp run --profile NAME STAGE` in a fresh copy: list values reach DVC intact, the stage runs with them,
+    the summary follows, and no Prefect server is left running."""
+    import json
+    import subprocess
+
+    import yaml
+    from repo_copy import copy_repo
+
+    from flows import _prefect_server
+
+    def profile(work):
+        (work / "profiles" / "smoke.yaml").write_text(
+            "roboscript:\n  worlds:\n    n_worlds: 2\n  eval:\n    ablation:\n      objects: [apple, blue_block]\n")
+
+    env = copy_repo(tmp_path, before_commit=profile)
+    out = subprocess.run(["embp", "run", "--profile", "smoke", "roboscript-worlds"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert params["roboscript"]["worlds"]["n_worlds"] == 2
+    assert params["roboscript"]["eval"]["ablation"]["objects"] == ["apple", "blue_block"]
+    assert len(list((tmp_path / "data/roboscript/worlds").glob("world_*.json"))) == 2
+    assert json.loads((tmp_path / "reports/roboscript/worlds.json").read_text())["benchmark_tasks"] == 8
+    assert "roboscript-worlds" in out.stdout and "RoboScript" in out.stdout
+    assert _prefect_server._read_state(tmp_path / ".dvc" / "tmp" / "embp-prefect") is None

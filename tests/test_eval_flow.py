@@ -76,6 +76,11 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     assert run.data.metrics["sr"] == 1.0 and run.data.metrics["n/episodes"] == 3
     assert run.data.metrics["sr/look_at_obj_in_light"] == 1.0
     assert "rdi" not in run.data.metrics  # undefined without a failure: not logged
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs
+    inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
+    assert [(i.dataset.name, i.dataset.digest) for i in inputs] == [("muep-unseen_test",
+                                                                     oracle["dataset_version"].split(":")[-1])]
+    assert inputs[0].tags[0].value == "evaluation" and json.loads(inputs[0].dataset.profile) == {"records": 3}
     artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "trajectories")]
     assert artifacts == ["trajectories/unseen_test.jsonl"]
     local = client.download_artifacts(run.info.run_id, "trajectories/unseen_test.jsonl", str(tmp_path))

@@ -5,12 +5,10 @@ out of the real game state, multimodal agents get the rendered image."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from test_eval_support import build_dataset
 
-from core.errors import DataError
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
 from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.episodes import select
@@ -20,7 +18,6 @@ from tasks.muep.eval.records import Observation
 from tasks.params import EvalParams
 
 pytestmark = pytest.mark.textworld
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -152,21 +149,17 @@ def test_a_multimodal_agent_gets_the_rendered_state(data, specs):
     assert all(o.image is not None and o.image[:8] == b"\x89PNG\r\n\x1a\n" for o in agent.seen)
 
 
-def test_oracle_scores_sr_1_on_the_default_test_splits_of_the_repository_data():
-    """The harness check on the repository's own demonstrations (skipped when `dvc repro` has not made them)."""
+@pytest.mark.dvc
+@pytest.mark.textworld
+def test_oracle_scores_sr_1_on_the_default_pipelines_test_splits(default_data):
+    """The harness check on the default pipeline's own demonstrations (built by `dvc repro` in a copy)."""
     from tasks.muep.demo_reader import read_index
 
-    demos = REPO / "data/muep/demos"
-    if not (demos / "episodes.parquet").exists():
-        pytest.skip("data/muep/demos has not been built (`dvc repro muep-demos`)")
     params = EvalParams()
-    try:
-        specs = select(read_index(demos), params.splits, params.episodes, params.seed)
-        s = EvalSettings(metadata_dir=str(REPO / "data/muep/metadata"), params=params)
-        agent = build_agent("oracle", params, s.context)
-        results = [run_episode(spec, agent, "oracle", s) for spec in specs]
-    except DataError as exc:
-        pytest.skip(f"the repository's data is out of date ({exc}); rerun `dvc repro`")
+    specs = select(read_index(default_data / "data/muep/demos"), params.splits, params.episodes, params.seed)
+    s = EvalSettings(metadata_dir=str(default_data / "data/muep/metadata"), params=params)
+    agent = build_agent("oracle", params, s.context)
+    results = [run_episode(spec, agent, "oracle", s) for spec in specs]
     rates = tally(results).rates()
     assert len(results) > 0 and rates["sr"] == 1.0 and rates["lc"] == 1.0, \
         [(r.episode_id, r.end_reason) for r in results if not r.success]

@@ -4,7 +4,6 @@ label masking of the prompt, truncation that drops old history first, and the im
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from test_train_support import make_sft, quick_params, restore_torch_threads  # noqa: F401
@@ -23,8 +22,6 @@ from tasks.train.data import (
     vision_body,
 )
 from tasks.train.pipeline import plan_run
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -135,10 +132,8 @@ def test_an_empty_split_stops_the_run_before_compute(tmp_path):
         plan_run("opt-6.7b", quick_params("opt-6.7b", tmp_path / "m"), sft_dir=sft)
 
 
-def test_the_repositorys_sft_export_reads_when_present():
-    path = REPO / "data/muep/sft/train.jsonl"
-    if not path.exists() or not (REPO / "data/muep/demos/shards").is_dir():
-        pytest.skip("data/muep/sft or the demonstration shards have not been built (`dvc repro muep-sft`)")
-    examples = read_split(path)
+@pytest.mark.dvc
+def test_the_default_pipelines_sft_export_reads(default_data):
+    examples = read_split(default_data / "data/muep/sft/train.jsonl")
     assert examples and all(ex.action and ex.instruction and ex.image_key for ex in examples)
-    assert not ImageStore(REPO).missing(examples[:20])
+    assert not ImageStore(default_data).missing(examples)

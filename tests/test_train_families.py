@@ -71,6 +71,8 @@ def test_baseline_trains_saves_reloads_and_acts(name, workdir):
     assert isinstance(action, str) and action.strip()
 
 
+@pytest.mark.allowed_skip(reason="it reads the MLflow runs of this module's per-baseline tests, so it runs after "
+                                  "them; selected alone, it has nothing to read")
 def test_every_run_is_in_mlflow_with_loss_curve_throughput_dataset_and_adapter(workdir):
     from mlflow import MlflowClient
 

@@ -204,11 +204,9 @@ class RunLogger:
                                                         Metric("learning_rate", lr, now, step)])
 
     def dataset(self, name: str, digest: str, source: str, records: int) -> None:
-        from mlflow.entities import Dataset, DatasetInput, InputTag
+        from tasks.tracking import DatasetRef
 
-        ds = Dataset(name=name, digest=digest[:36], source_type="local", source=source,
-                     profile=f'{{"records": {records}}}')
-        self.client.log_inputs(self.run_id, [DatasetInput(ds, [InputTag("mlflow.data.context", "training")])])
+        self.client.log_inputs(self.run_id, [DatasetRef(name, digest, source, "training", records).entity()])
 
     def finish(self, metrics: dict[str, float], artifacts: dict[str, Path]) -> None:
         from mlflow.entities import Metric

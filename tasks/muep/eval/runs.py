@@ -22,9 +22,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from core.io import atomic_path
+from tasks import paths
+from tasks.muep import layout
 from tasks.muep.eval.metrics import Tally, episode_metrics
 from tasks.muep.eval.records import EpisodeResult
 from tasks.params import EvalParams, TrackingParams
+from tasks.tracking import DatasetRef
 from tasks.tracking import log_run as log_tracked_run
 
 STAGE = "muep-eval"
@@ -75,8 +78,11 @@ def log_run(tracking: TrackingParams, label: str, split: str, params: dict[str, 
             results: Sequence[EpisodeResult], trajectories: Path) -> tuple[str, float]:
     """One finished run for (agent, split). Returns its id and the seconds the logging took."""
     start = time.perf_counter()
+    dataset = DatasetRef(f"muep-{split}", tags["dataset_version"].split(":")[-1], paths.rel(layout.DEMOS),
+                         "evaluation", len(results))
     run_id = log_tracked_run(tracking, EXPERIMENT, f"{label} | {split}", run_params=params, tags=tags,
-                             metrics=metric_values(*split_tallies(results)), artifacts=[("trajectories", trajectories)])
+                             metrics=metric_values(*split_tallies(results)), artifacts=[("trajectories", trajectories)],
+                             dataset=dataset)
     return run_id, time.perf_counter() - start
 
 

@@ -5,6 +5,7 @@ task (generated or loaded), the runner pool to use, one goal per task, and the r
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -15,8 +16,9 @@ import yaml
 
 from core.errors import DataError, PipelineError
 from robot.client import RunnerPool, discover, ensure_node
+from tasks import paths
 from tasks.roboscript import layout
-from tasks.roboscript.benchmark import BenchmarkTask
+from tasks.roboscript.benchmark import BENCHMARK_FILE, BenchmarkTask
 from tasks.roboscript.eval.scoring import (
     METRICS,
     summary,
@@ -24,6 +26,7 @@ from tasks.roboscript.eval.scoring import (
     task_metrics,
 )
 from tasks.roboscript.params import RobotEvalParams
+from tasks.tracking import DatasetRef
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,12 @@ def table2(report: dict) -> str:
              f"{report['settings']['perception']} perception, {report['settings']['arm']} "
              f"({report['settings']['backend']}); metric definitions in docs/robot.md.")
     return table2_markdown({report["model"]: report["tasks"]}, tasks, title)
+
+
+def benchmark_dataset(goals: dict[str, dict]) -> DatasetRef:
+    """The benchmark as evaluated (each task's world, code and items), as the run's MLflow dataset input."""
+    digest = hashlib.sha256(json.dumps(goals, sort_keys=True).encode()).hexdigest()
+    return DatasetRef("roboscript-benchmark", digest, paths.rel(BENCHMARK_FILE), "evaluation", len(goals))
 
 
 def mlflow_fields(report: dict, params) -> tuple[dict, dict]:

@@ -1,0 +1,65 @@
+"""The run's shared Prefect server: started by the first stage, reused by the next, gone once idle."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from flows import _prefect_server
+
+pytestmark = pytest.mark.prefect
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STAGE = textwrap.dedent("""
+    import json, os, sys
+    from flows._runtime import shared_prefect_server
+    from prefect import flow
+
+    @flow(name="probe")
+    def probe():
+        return os.environ["PREFECT_API_URL"]
+
+    with shared_prefect_server():
+        print(json.dumps({"url": probe(), "server": json.load(open(sys.argv[1]))}))
+""")
+
+
+def _stage(root: Path, state: Path) -> dict:
+    env = dict(os.environ) | {"EMBP_ROOT": str(root), "EMBP_PREFECT_IDLE_EXIT_S": "15"}
+    env.pop("PREFECT_API_URL", None)
+    out = subprocess.run([sys.executable, "-c", STAGE, str(state / "server.json")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_stages_share_one_server_that_stops_when_idle(tmp_path):
+    state = tmp_path / ".dvc" / "tmp" / "embp-prefect"
+    first = _stage(tmp_path, state)
+    second = _stage(tmp_path, state)
+    assert first["url"] == second["url"] == first["server"]["url"]
+    assert first["server"]["pid"] == second["server"]["pid"]
+    pid = first["server"]["pid"]
+    deadline = time.monotonic() + 60
+    while _prefect_server._alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _prefect_server._alive(pid), "the idle server did not stop"
+    assert not (state / "server.json").exists()
+    assert not list((state / "leases").iterdir())
+
+
+def test_stop_ends_a_running_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBP_ROOT", str(tmp_path))
+    state = tmp_path / ".dvc" / "tmp" / "embp-prefect"
+    first = _stage(tmp_path, state)
+    assert _prefect_server.stop(state)
+    assert not _prefect_server._alive(first["server"]["pid"])
+    assert not _prefect_server.stop(state)  # nothing left to stop
