@@ -102,6 +102,30 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     raise typer.Exit(code)
 
 
+dev_app = typer.Typer(help="Maintenance of the repository itself.", no_args_is_help=True)
+app.add_typer(dev_app, name="dev")
+
+
+@dev_app.command("dvc-deps")
+def dvc_deps(write: Annotated[bool, typer.Option("--write", help="Rewrite the code deps in dvc.yaml.")] = False
+             ) -> None:
+    """Check (or --write) each stage's code deps in dvc.yaml against the modules its flow can run."""
+    from flows._imports import sync_dvc_deps
+
+    problems = 0
+    for stage, (missing, stale) in sync_dvc_deps(write=write).items():
+        for path in missing:
+            typer.echo(f"{stage}: missing dependency {path}")
+        for path in stale:
+            typer.echo(f"{stage}: dependency {path} is no code the stage runs")
+        problems += len(missing) + len(stale)
+    if write:
+        typer.echo("dvc.yaml: code deps rewritten from the import graph.")
+    elif problems:
+        typer.echo("Fix with: embp dev dvc-deps --write", err=True)
+        raise typer.Exit(1)
+
+
 @app.command("summary")
 def summary_command(width: Annotated[int, typer.Option(help="Table width in columns.")] = 120) -> None:
     """The headline numbers of every stage's last report, and where each report is."""

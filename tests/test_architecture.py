@@ -1,27 +1,26 @@
 """The shape of the house (docs/architecture.md), checked on the source: which part may import which, no new import
-cycle, and plug-in tables that name without importing.
+cycle, plug-in tables that name without importing, artifact paths in one place per pipeline, and DVC code deps that
+match what each stage runs.
 
-Imports are read from the syntax tree, including the ones inside functions (a lazy import is still a dependency);
-only those under ``if TYPE_CHECKING:`` are left out.
+Imports are read from the syntax tree (``flows._imports``), including the ones inside functions (a lazy import is
+still a dependency); only those under ``if TYPE_CHECKING:`` are left out.
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import subprocess
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import networkx as nx
 import pytest
 
 from core.plugins import ALL
+from flows._imports import import_graph, modules
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "robot", "tasks", "flows")
 
 #: Part -> the parts it may import (besides itself and third-party code). The first matching prefix decides.
 PARTS: tuple[tuple[str, set[str]], ...] = (
@@ -42,58 +41,6 @@ ALLOWED_CYCLES = {
 }
 
 
-def _modules() -> dict[str, Path]:
-    out = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            out[name.removesuffix(".__init__")] = path
-    return out
-
-
-def _type_checking_nodes(tree: ast.AST) -> set[int]:
-    hidden: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            hidden |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-    return hidden
-
-
-def import_graph() -> nx.DiGraph:
-    modules = _modules()
-
-    def resolve(name: str) -> str | None:
-        while name and name not in modules:
-            name = name.rpartition(".")[0]
-        return name or None
-
-    graph = nx.DiGraph()
-    for module, path in modules.items():
-        graph.add_node(module)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        hidden = _type_checking_nodes(tree)
-        for node in ast.walk(tree):
-            if id(node) in hidden:
-                continue
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-                    base = base[:len(base) - node.level + 1]
-                    stem = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    stem = node.module or ""
-                targets = [stem] + [f"{stem}.{alias.name}" for alias in node.names]
-            else:
-                continue
-            for target in targets:
-                found = resolve(target)
-                if found and found != module:
-                    graph.add_edge(module, found, line=node.lineno)
-    return graph
-
-
 def part_of(module: str) -> str:
     for prefix, _ in PARTS:
         if module == prefix or module.startswith(prefix + "."):
@@ -103,7 +50,7 @@ def part_of(module: str) -> str:
 
 @pytest.fixture(scope="module")
 def graph() -> nx.DiGraph:
-    return import_graph()
+    return import_graph(ROOT)
 
 
 def test_every_import_goes_where_the_layers_allow(graph):
@@ -178,10 +125,7 @@ def test_the_architecture_doc_names_every_part():
 
 def test_cli_lives_beside_the_flows():
     assert not (ROOT / "tasks" / "cli.py").exists()
-    modules = defaultdict(list)
-    for name in _modules():
-        modules[name.split(".")[0]].append(name)
-    assert "flows.cli" in modules["flows"]
+    assert "flows.cli" in modules(ROOT)
 
 
 def _dvc_outputs() -> set[str]:
@@ -219,7 +163,7 @@ def test_no_module_spells_an_artifact_path():
     spelled = re.compile(r"""["'](data/(muep|roboscript|cache)|reports|models)/[\w./-]*["']""")
     allowed = {"tasks/paths.py", "tasks/muep/layout.py", "tasks/roboscript/layout.py"}
     offenders = []
-    for name, path in _modules().items():
+    for name, path in modules(ROOT).items():
         rel = str(path.relative_to(ROOT))
         if rel in allowed:
             continue
@@ -227,3 +171,12 @@ def test_no_module_spells_an_artifact_path():
             if spelled.search(line) and not line.lstrip().startswith(("#", '"""', "'")):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_dvc_yaml_lists_the_code_each_stage_runs():
+    """Every module a stage's flow can run (imports, plug-ins it loads, child processes it starts) is a dep of the
+    stage in dvc.yaml, and no code dep is one it cannot run (`embp dev dvc-deps --write` fixes both)."""
+    from flows._imports import sync_dvc_deps
+
+    drift = {stage: change for stage, change in sync_dvc_deps().items() if change[0] or change[1]}
+    assert not drift, drift
