@@ -179,7 +179,18 @@ def check(code: str, policy: CodePolicy) -> list[Reason]:
         return [_reason("syntax_error", str(exc))]
     if not tree.body:
         return [_reason("empty", "the snippet holds only comments")]
-    return _Checker(tree, policy).run()
+    reasons = _Checker(tree, policy).run()
+    if reasons:
+        return reasons
+    return _restricted(code)
+
+
+def _restricted(code: str) -> list[Reason]:
+    """What the restricted compiler (the one the sandbox runs) refuses in a snippet the tree checks passed."""
+    from robot.contract.restricted import compile_snippet
+
+    _, errors = compile_snippet(code)
+    return [_reason("restricted", message, line) for line, message in errors]
 
 
 class _Checker:
