@@ -41,8 +41,8 @@ from robot.contract.code_policy import DEFAULT_POLICY
 from robot.contract.params import NoiseParams, PipelineParams
 from robot.contract.world import World, read_world
 from robot.errors import BackendUnavailable, GoalError
-from robot.sandbox import wire
 from robot.perception import create_perception
+from robot.sandbox import wire
 from robot.tools_impl import RobotTools
 
 MAX_REPEATS = 100

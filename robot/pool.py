@@ -101,7 +101,8 @@ class LocalPool:
         robot.sandbox.configure)."""
         if runners < 1:
             raise PipelineError("a pool needs at least one runner.")
-        from robot.sandbox import default_mode, isolation as modes
+        from robot.sandbox import default_mode
+        from robot.sandbox import isolation as modes
 
         self.n, self.backend, self.arm = runners, backend, arm
         self.isolation = modes.check_mode(isolation or default_mode())

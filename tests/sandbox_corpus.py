@@ -63,7 +63,8 @@ HOSTILE: list[Case] = [
     Case("traceback-tb_frame", "frames",
          "try:\n    x = 1 / 0\nexcept Exception as e:\n    print(e.__traceback__.tb_frame.f_globals)\n", R),
     Case("exception-with_traceback", "frames",
-         "try:\n    x = 1 / 0\nexcept Exception as e:\n    t = e.with_traceback\n", CE, "no attribute 'with_traceback'"),
+         "try:\n    x = 1 / 0\nexcept Exception as e:\n    t = e.with_traceback\n", CE,
+         "no attribute 'with_traceback'"),
     Case("gen-runtime-only-attribute", "frames", "g = (x for x in [1])\nstate = g.gi_running\nprint(state)\n", CE,
          "attributes of a generator"),
     Case("gen-send-through-alias", "frames", "g = (x for x in [1])\nh = g\nm = h.send\n", CE,
@@ -245,8 +246,8 @@ LEGIT_STYLE: dict[str, tuple[str, str | None]] = {
                        "print(round(float(p[2]), 3), q)\n", "0.89 [0, 2]\n"),
     "fstring-format": ("x = 0.12345\nprint(f'{x:.2f}', '{:.1f}'.format(x), '{0} {name}'.format(1, name='a'), "
                        "'%.3f' % x, f'{x!r:>10}')\n", "0.12 0.1 1 a 0.123    0.12345\n"),
-    "unpacking": ("a, (b, c) = 1, (2, 3)\nfor i, (k, v) in enumerate({'x': 1}.items()):\n    print(i, k, v, a + b + c)\n",
-                  "0 x 1 6\n"),
+    "unpacking": ("a, (b, c) = 1, (2, 3)\nfor i, (k, v) in enumerate({'x': 1}.items()):\n"
+                  "    print(i, k, v, a + b + c)\n", "0 x 1 6\n"),
     "comprehensions": ("names = get_object_name_list()\nboxes = {n: get_3d_bbox(n).tolist() for n in names}\n"
                        "tall = sorted([n for n in names if boxes[n][5] > 0.8], key=lambda n: len(n))\n"
                        "print(len(boxes), tall[:1], any(w in ['plate'] for w in 'white_plate'.split('_')))\n",

@@ -28,6 +28,7 @@ from processes import descendants, survivors
 from core.errors import PipelineError
 from robot import sandbox
 from robot.sandbox import IsolationUnavailable, Limits, SandboxHost, isolation, run_code
+from robot.sandbox import host as host_module
 
 REPO = Path(__file__).resolve().parent.parent
 LIMITS = Limits(timeout_s=5.0, memory_mb=256)
@@ -52,11 +53,13 @@ def no_namespaces(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("mode", ["auto", "bwrap"])
-def test_auto_and_bwrap_refuse_to_start_without_namespaces(mode, no_namespaces):
+def test_auto_and_bwrap_refuse_to_start_without_namespaces(mode, no_namespaces, monkeypatch):
     with pytest.raises(IsolationUnavailable) as refused:
         SandboxHost(mode).start()
     paragraph = refused.value.paragraph()
     assert "Creating new namespace failed" in paragraph and "roboscript.eval.isolation: none" in paragraph
+    monkeypatch.setattr(host_module, "_HOSTS", {})  # a process whose sandbox has not started yet
+    monkeypatch.setattr(host_module, "_DEFAULT_MODE", host_module._DEFAULT_MODE)  # prepare() sets it
     with pytest.raises(IsolationUnavailable):
         sandbox.prepare(mode)
 

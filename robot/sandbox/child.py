@@ -23,12 +23,12 @@ import signal
 import traceback
 from typing import Any
 
+import robot.sandbox.seccomp as seccomp
+import robot.sandbox.wire as wire
 from robot.contract.code_policy import CodePolicy
 from robot.contract.restricted import SNIPPET, SandboxViolation, compile_snippet
 from robot.contract.tool_api import VALUE_TYPES
 from robot.errors import TOOL_EXCEPTIONS, RobotError, ToolArgumentError
-import robot.sandbox.seccomp as seccomp
-import robot.sandbox.wire as wire
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_ROBOT_ERROR, EXIT_MEMORY, EXIT_VIOLATION, EXIT_PROTOCOL, EXIT_SETUP = (
     0, 10, 11, 12, 13, 14, 15)

@@ -36,15 +36,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import robot.sandbox.child as exits
+import robot.sandbox.isolation as isolation
+import robot.sandbox.wire as wire
 from core.errors import PipelineError
 from robot import lifetime
 from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy
 from robot.contract.outcomes import GRAMMATICAL
 from robot.contract.tool_api import VALUE_TYPES
 from robot.errors import RobotError, ToolArgumentError
-import robot.sandbox.child as exits
-import robot.sandbox.isolation as isolation
-import robot.sandbox.wire as wire
 
 log = logging.getLogger("embp.sandbox")
 READY_TIMEOUT_S = 60.0

@@ -24,11 +24,11 @@ import signal
 import socket
 import sys
 
+import robot.sandbox.child as child
+import robot.sandbox.wire as wire
 from robot.contract.code_policy import DEFAULT_POLICY
 from robot.contract.restricted import compile_snippet
 from robot.errors import TOOL_EXCEPTIONS
-import robot.sandbox.child as child
-import robot.sandbox.wire as wire
 
 MAX_PACKET = 1 << 16
 BOOT = "import sys, json; sys.path[:0] = json.loads(sys.argv[1]); from robot.sandbox.zygote import main; " \
