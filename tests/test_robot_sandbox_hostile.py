@@ -291,17 +291,18 @@ def test_every_value_type_of_the_tool_api_crosses_the_boundary_and_is_readable(h
 
 def test_geometry_style_value_types_get_their_public_fields_and_nothing_else():
     """The guards read the value types from the policy (tool_api.VALUE_TYPES by default), not from a list of names:
-    a geometry_msgs-like pose works the way plain Python does, its privates and the class stay out of reach."""
-    policy = CodePolicy(value_types=(StampedPose, Point, Quaternion))
+    a geometry_msgs-like pose works the way plain Python does, its privates and the class stay out of reach; a policy
+    may let code build them (``constructors``)."""
+    policy = CodePolicy(value_types=(StampedPose, Point, Quaternion), constructors=frozenset({"StampedPose", "Point"}))
     made = StampedPose(Point(0.4, 0.0, 0.8))
-    code = policy.compile("p = get_gripper_pose()\np.position.z += 0.1\np.position.x = 0.5\n"
-                          "q = StampedPose(Point(1.0, 2.0, 3.0))\n"
-                          "print(round(p.position.z, 2), p.orientation.w, p.as_list(), q.position.y)\n")
+    source = ("p = get_gripper_pose()\np.position.z += 0.1\np.position.x = 0.5\nq = StampedPose(Point(1.0, 2.0, 3.0))\n"
+              "print(round(p.position.z, 2), p.orientation.w, p.as_list(), q.position.y)\n")
+    assert policy.check(source).ok, policy.check(source).messages()
+    assert "unknown_function" in DEFAULT_POLICY.check("q = Point(1.0, 2.0, 3.0)").codes  # no constructor by default
     printed: list[str] = []
     namespace = policy.runtime_globals({"get_gripper_pose": lambda: made},
                                        print_fn=lambda *a, **k: printed.append(" ".join(map(str, a))))
-    namespace.update(StampedPose=StampedPose, Point=Point)  # what a policy that exposes constructors would add
-    exec(code, namespace)  # noqa: S102 - restricted code object, guarded globals
+    exec(policy.compile(source), namespace)  # noqa: S102 - restricted code object, guarded globals
     assert printed == ["0.9 1.0 [0.5, 0.0, 0.9] 2.0"]
     for bad, error in (("p = get_gripper_pose()\np.position.w = 1", AttributeError),
                        ("p = get_gripper_pose()\nx = p.position.dataclass_fields", AttributeError),

@@ -25,6 +25,7 @@ Each failure is a :class:`Reason` with a code from :data:`REASON_CODES`, a sente
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -132,18 +133,30 @@ class CodePolicy:
     methods: frozenset[str] = ALLOWED_METHODS
     attributes: frozenset[str] = ALLOWED_ATTRIBUTES
     value_types: tuple[type, ...] = VALUE_TYPES
+    constructors: frozenset[str] = frozenset()
+    """Names of value types code may build (``Pose(...)``): known names statically, globals at run time. None today."""
     forbidden_names: frozenset[str] = FORBIDDEN_NAMES
     forbidden_statements: tuple[str, ...] = FORBIDDEN_STATEMENTS
 
     def __post_init__(self) -> None:
-        clash = (self.builtins | frozenset(self.modules)) & (frozenset(self.tools) | self.forbidden_names)
+        allowed = self.builtins | frozenset(self.modules) | self.constructors
+        clash = allowed & (frozenset(self.tools) | self.forbidden_names)
         if clash:
             raise ValueError(f"policy lists {sorted(clash)} both as allowed and as tool or forbidden name")
+        unknown = self.constructors - {cls.__name__ for cls in self.value_types}
+        if unknown:
+            raise ValueError(f"constructors {sorted(unknown)} name no value type")
 
     @property
     def known_names(self) -> frozenset[str]:
         """Names a snippet may use without defining them."""
-        return frozenset(self.tools) | self.builtins | frozenset(self.modules)
+        return frozenset(self.tools) | self.builtins | frozenset(self.modules) | self.constructors
+
+    @functools.cached_property
+    def value_methods(self) -> frozenset[str]:
+        """Public methods of the value types: callable on values like the methods on the allow-list."""
+        return frozenset(name for cls in self.value_types for name in dir(cls)
+                         if not name.startswith("_") and callable(getattr(cls, name)))
 
     def check(self, code: str) -> Verdict:
         reasons = _code_checks.check(code, self)
@@ -188,9 +201,11 @@ class CodePolicy:
             safe["print"] = print_fn
         views = {"np": restricted.module_view(numpy, self.modules["np"])}
         extra = {} if violation is None else {"violation": violation}
-        return restricted.guarded_globals(builtins=safe, modules=views, tools=dict(tools), methods=self.methods,
-                                          attributes=self.attributes, value_types=self.value_types,
-                                          exception_types=exception_types, **extra)
+        namespace = restricted.guarded_globals(builtins=safe, modules=views, tools=dict(tools), methods=self.methods,
+                                               attributes=self.attributes, value_types=self.value_types,
+                                               exception_types=exception_types, **extra)
+        namespace.update({cls.__name__: cls for cls in self.value_types if cls.__name__ in self.constructors})
+        return namespace
 
     def namespace(self, backend: ToolAPI) -> dict[str, Any]:
         """:meth:`runtime_globals` with ``backend``'s methods as the tools (in-process: tests, the recording backend

@@ -209,7 +209,8 @@ class Harness:
     def run(self, start: dict) -> None:
         lists = start["policy"]
         policy = CodePolicy(builtins=frozenset(lists["builtins"]), modules={"np": frozenset(lists["np"])},
-                            methods=frozenset(lists["methods"]), attributes=frozenset(lists["attributes"]))
+                            methods=frozenset(lists["methods"]), attributes=frozenset(lists["attributes"]),
+                            constructors=frozenset(lists["constructors"]))
         tools = {name: ToolProxy(name, spec[0], spec[1], self) for name, spec in start["tools"].items()}
         compiled, errors = compile_snippet(start["code"])
         if compiled is None:

@@ -307,7 +307,8 @@ class _Repeat:
                              "policy": {"builtins": sorted(self.policy.builtins),
                                         "np": sorted(self.policy.modules["np"]),
                                         "methods": sorted(self.policy.methods),
-                                        "attributes": sorted(self.policy.attributes)}})
+                                        "attributes": sorted(self.policy.attributes),
+                                        "constructors": sorted(self.policy.constructors)}})
             while exit_info is None or not eof:
                 if verdict is None and self.should_stop is not None and self.should_stop():
                     verdict = ("cancelled", "the goal was cancelled")
