@@ -6,6 +6,7 @@
     embp params check                 # validate params.yaml, print the resolved values
     embp params profile paper         # print the overrides a profile applies
     embp muep metadata|generate|filter [--params FILE]
+    embp roboscript try-snippet PATH [--task Simple_0]   # check + run one snippet in the sandbox, JSON outcome
 """
 
 from __future__ import annotations
@@ -144,8 +145,26 @@ def _stage(stage: str, module: str, params: Optional[Path]) -> None:
     raise typer.Exit(code)
 
 
-roboscript_app = typer.Typer(help="RoboScript stages (each runs one Prefect flow).", no_args_is_help=True)
+roboscript_app = typer.Typer(help="RoboScript stages (each runs one Prefect flow), and trying one snippet.",
+                             no_args_is_help=True)
 app.add_typer(roboscript_app, name="roboscript")
+
+
+@roboscript_app.command("try-snippet")
+def roboscript_try_snippet(
+        path: Annotated[Path, typer.Argument(help="A file holding one snippet of robot code.")],
+        task: Annotated[str, typer.Option("--task", help="The benchmark task whose world it runs in.")] = "Simple_0",
+        params: ParamsOption = None,
+        isolation: Annotated[Optional[str], typer.Option(
+            "--isolation", help="auto | bwrap | none (default: roboscript.eval.isolation).")] = None) -> None:
+    """Check one snippet and run it once in the sandbox against the simulated robot; print the outcome as JSON.
+    Exit 0: it ran (ok or robot_error); 1: the code check refused it; 2: unusable file, task or settings; 3: it
+    failed (code_error, timeout, memory, crashed)."""
+    from tasks.roboscript.eval.try_snippet import try_snippet
+
+    status, outcome = try_snippet(path, task, params, isolation)
+    typer.echo(json.dumps(outcome, indent=2))
+    raise typer.Exit(status)
 
 #: (group, command) -> (flow module, help). Each is also `python -m flows.<module>`; `embp muep train` has more
 #: options as `python -m flows.muep_train --help`.

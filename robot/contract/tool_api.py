@@ -347,6 +347,12 @@ def _collect() -> dict[str, ToolSpec]:
 TOOL_SPECS: dict[str, ToolSpec] = _collect()
 TOOL_NAMES: frozenset[str] = frozenset(TOOL_SPECS)
 
+#: The value types that tools take or return besides numbers, strings, plain containers and numpy arrays. Generated
+#: code may read their public (non-underscore) attributes, and they cross the sandbox boundary field by field, so
+#: each must be a dataclass whose fields hold numbers, strings, tuples, lists, numpy arrays or other value types
+#: listed here (robot/sandbox/wire.py; tests/test_robot_sandbox_hostile.py checks every entry).
+VALUE_TYPES: tuple[type, ...] = (Pose,)
+
 
 def tool_docs(groups: tuple[ToolGroup, ...] = GROUPS) -> str:
     """The tool section of a code-generation prompt: each tool's signature and doc string, grouped."""

@@ -133,16 +133,22 @@ class RobotEvalParams(Strict):
     """Address-space budget of the sandboxed code beyond what the interpreter already uses."""
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     """Times an episode is retried on another runner when its runner dies mid-episode."""
+    isolation: Literal["auto", "bwrap", "none"] = "auto"
+    """How the runners confine generated code (docs/robot.md, "Sandbox"): auto and bwrap run it in bubblewrap's
+    namespaces and refuse to start where bubblewrap cannot create them; none runs it without namespaces (the
+    restricted compiler, uid 65534, rlimits and seccomp still apply) and warns on every episode. Goals carry it:
+    a runner without namespaces refuses a goal that asks for auto or bwrap."""
     seed: int = 0
     shapes: ShapesParams = ShapesParams()
     ablation: AblationParams = AblationParams()
 
     def episode_settings(self) -> dict:
         """The runner-goal fields (``robot/episode.py``) every episode of this evaluation shares: how perception
-        works, the jitter, seed and limits."""
+        works, the jitter, seed, limits and the isolation the runner must give the code."""
         return {"perception": self.perception, "noise": self.noise.model_dump(),
                 "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
-                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb}
+                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb,
+                "isolation": self.isolation}
 
     @field_validator("backend")
     @classmethod

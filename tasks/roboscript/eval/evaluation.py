@@ -125,15 +125,15 @@ def runner_pool(ep: RobotEvalParams) -> Iterator[tuple[RunnerPool, dict]]:
                                 hint="Start runners there: python -m robot.runner --ns /runner1 --backend sim|moveit")
         ensure_node(ep.master_uri)
         yield (RunnerPool(namespaces, max_retries=ep.max_retries),
-               {"master_uri": ep.master_uri, "runners": namespaces, "local": False})
+               {"master_uri": ep.master_uri, "runners": namespaces, "local": False, "isolation": ep.isolation})
         return
     from robot.pool import LocalPool
 
-    with LocalPool(ep.runners, ep.backend, ep.arm) as local:
+    with LocalPool(ep.runners, ep.backend, ep.arm, isolation=ep.isolation) as local:
         ensure_node(local.master_uri)
         pool = RunnerPool(local.namespaces, alive=local.alive, restart=local.restart, max_retries=ep.max_retries)
         yield pool, {"master_uri": local.master_uri, "runners": local.namespaces, "local": True,
-                     "backend": ep.backend, "arm": ep.arm}
+                     "backend": ep.backend, "arm": ep.arm, "isolation": ep.isolation}
 
 
 def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results: dict[str, dict],
