@@ -172,7 +172,7 @@ def _drawer_open(s: Script, i: Intent) -> None:
     s.grasp(handle)
     s.say("A drawer slides on a prismatic joint: pull the handle along the joint axis.")
     s.add(f"handle_position = get_object_center_position({handle!r})",
-          f"joint_info = get_object_joint_info(obj_name={drawer!r}, position=handle_position, type='prismatic')",
+          f"joint_info = get_object_joint_info(object_name={drawer!r}, position=handle_position, type='prismatic')",
           "move_in_direction(joint_info['joint_axis'], distance=0.2)")
     s.release(handle)
 

@@ -154,7 +154,7 @@ def open_door_definition(name: str, params: list[str]) -> str | None:
             f"    attach_object({handle})\n"
             f"    # The hinge is a revolute joint: follow an arc around it.\n"
             f"    handle_position = get_object_center_position({handle})\n"
-            f"    joint_info = get_object_joint_info(obj_name={door}, position=handle_position, type='revolute')\n"
+            f"    joint_info = get_object_joint_info(object_name={door}, position=handle_position, type='revolute')\n"
             f"    path = generate_arc_path_around_joint(current_pose=get_gripper_pose(), "
             f"joint_axis=joint_info['joint_axis'], joint_position=joint_info['joint_position'], n=10, angle=60)\n"
             f"    follow_path(path)\n"
