@@ -173,7 +173,8 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     assert "parse_place_pose" in details["tasks"]["Simple_0"]["code"]
     assert len(details["tasks"]["Hard_2"]["repeats"]) == 1 and details["pool"]["runners"] == pool.namespaces
     table = (tmp_path / "reports" / "table2.md").read_text()
-    assert "| offline:offline-proposer-v1 | grammar correctness |" in table and "Hard_2" in table
+    assert "| rules:template-coder | rule-based template program (not an LLM) |" in table and "Hard_2" in table
+    assert "| GPT-4 | LLM | published (10 repeats) | grammar correctness |" in table
     import mlflow
 
     mlflow.set_tracking_uri(params["tracking"]["uri"])

@@ -127,6 +127,10 @@ class RobotEvalParams(Strict):
     snippets_file: str | None = None
     """JSON or YAML mapping task id -> code, or a parquet/JSON table with task_id (or query_id) and code columns."""
     tasks: Literal["all"] | list[str] = "all"
+    offline_noise: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """The offline coder's deliberate mistakes (``llm.offline.noise``) in the benchmark's code; null = none. The
+    ``llm.offline.noise`` knob feeds dataset generation only, so a benchmark result never carries injected noise
+    unless this key asks for it."""
     episode_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     """Wall-clock limit of one repeat's code (tool time included)."""
     memory_mb: Annotated[int, Field(ge=64, le=65536)] = 512
