@@ -26,3 +26,5 @@ QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
 CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
 #: ... and of the code the robot evaluation generates for the benchmark tasks.
 EVAL_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"
+#: The perception ablation's tiny random OWL-ViT checkpoint (tasks/roboscript/eval/tiny_detector.py), built on demand.
+TINY_DETECTOR = paths.DATA / "cache" / "tiny-owlvit"

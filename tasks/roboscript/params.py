@@ -69,7 +69,11 @@ ABLATION_SETTINGS: dict[str, dict[str, str]] = {
     "gt_planning_scene": {"detection": "perceived", "planning_scene": "ground_truth"},
     "gt_detection": {"detection": "ground_truth", "planning_scene": "perceived"},
     "no_gt": {"detection": "perceived", "planning_scene": "perceived"},
+    "detector_model": {"detection": "perceived", "planning_scene": "ground_truth"},
 }
+#: Settings whose 2-D grounding is a model rather than the simulator's segmentation masks (``sim-seg``):
+#: ``detector_model`` = ``gt_planning_scene`` with the tiny random OWL-ViT of tasks/roboscript/eval/tiny_detector.py.
+DETECTOR_SETTINGS = ("detector_model",)
 
 
 class AblationParams(Strict):
@@ -78,7 +82,8 @@ class AblationParams(Strict):
     objects: list[str] = ["apple", "blue_block", "gelatin_box", "tomato_soup_can"]
     """Catalog assets (the paper: the 10 objects with the highest grasp success in the shape study)."""
     studies: list[Literal["pick_place", "drawer"]] = ["pick_place", "drawer"]
-    settings: list[Literal["gt", "gt_planning_scene", "gt_detection", "no_gt"]] = list(ABLATION_SETTINGS)
+    settings: list[Literal["gt", "gt_planning_scene", "gt_detection", "no_gt", "detector_model"]] = \
+        list(ABLATION_SETTINGS)
     repeats: Annotated[int, Field(ge=1, le=100)] = 2
 
     @field_validator("objects", "studies", "settings")
