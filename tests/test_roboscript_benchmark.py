@@ -144,13 +144,13 @@ def _bad_file(tmp_path, old: str, new: str):
 
 
 @pytest.mark.parametrize(("old", "new", "words"), [
-    ("{asset: footed_bowl, at: [0.40, 0.25]}", "{asset: footed_bowl, at: [0.37, -0.17]}",
+    ("{asset: footed_bowl, at: [0.42, 0.00]}", "{asset: footed_bowl, at: [0.37, -0.25]}",
      "task Simple_0: its world breaks the placement rules: footed_bowl overlaps the robot's keep-out box; footed_bowl and apple overlap"),
-    ("{asset: footed_bowl, at: [0.40, 0.25]}", "{asset: golden_bowl, at: [0.40, 0.25]}",
+    ("{asset: footed_bowl, at: [0.42, 0.00]}", "{asset: golden_bowl, at: [0.42, 0.00]}",
      "task Simple_0: world.models[1]: unknown asset 'golden_bowl'"),
-    ("{asset: footed_bowl, at: [0.40, 0.25]}", "{asset: footed_bowl, at: [0.40, 0.25], scale: 0.5}",
+    ("{asset: footed_bowl, at: [0.42, 0.00]}", "{asset: footed_bowl, at: [0.42, 0.00], scale: 0.5}",
      "task Simple_0: world.models[1]: scale applies to objects only; footed_bowl is a container"),
-    ("{asset: apple, at: [0.37, -0.17], scale: 0.7}", "{asset: apple, at: [0.37, -0.17], scale: big}",
+    ("{asset: apple, at: [0.37, -0.25], scale: 0.7}", "{asset: apple, at: [0.37, -0.25], scale: big}",
      "task Simple_0: world.models[2]: scale must be a number from 0.2 to 3, got 'big'"),
     ("public: {label: simple_0, world: world_2_pick_and_place}", "public: {label: simple_9, world: w}",
      "task Simple_0: public must be {label: <one of simple_0"),
@@ -160,7 +160,7 @@ def _bad_file(tmp_path, old: str, new: str):
      "task Simple_0: evaluation[1]: receptacle 'silver_bowl' is not in the task's world"),
     ("{type: in_receptacle, object: apple, receptacle: footed_bowl}", "{type: on, object: apple, receptacle: x}",
      "YAML reads a bare on/off/yes/no as true/false"),
-    ("{asset: footed_bowl, at: [0.40, 0.25]}", "{asset: footed_bowl, at: [1.45, 0.25]}", "out of reach"),
+    ("{asset: footed_bowl, at: [0.42, 0.00]}", "{asset: footed_bowl, at: [1.45, 0.00]}", "out of reach"),
 ])
 def test_bad_declarations_are_named(tmp_path, old, new, words):
     with pytest.raises(DataError) as info:
