@@ -268,7 +268,7 @@ LEGIT_STYLE: dict[str, tuple[str, str | None]] = {
     "pose-built-back": ("pose = get_gripper_pose()\nmove_to_pose(pose)\npath = [pose, get_gripper_pose()]\n"
                         "follow_path(path)\n", ""),
     "joint-dict": ("h = get_object_center_position('cabinet.handle_0')\n"
-                   "info = get_object_joint_info(obj_name='cabinet.drawer_0', position=h, type='prismatic')\n"
+                   "info = get_object_joint_info(object_name='cabinet.drawer_0', position=h, type='prismatic')\n"
                    "move_in_direction(info['joint_axis'], distance=0.2)\nprint(info['type'], info.get('x', 0))\n",
                    "prismatic 0\n"),
     "arc-path": ("p = get_gripper_pose()\npath = generate_arc_path_around_joint(current_pose=p, "
@@ -298,10 +298,23 @@ LEGIT_STYLE: dict[str, tuple[str, str | None]] = {
 
 # ------------------------------------------------------------------------------------------------ a fake robot
 
-NAMES = ["table", "apple", "banana", "white_plate", "blue_plate", "brown_cup", "white_mug", "white_bowl", "red_bowl",
-         "wicker_basket", "lemon", "mustard_bottle", "footed_bowl", "cabinet", "cabinet.drawer_0", "cabinet.handle_0",
-         "cabinet.drawer_1", "cabinet.handle_1", "cabinet.door_0", "cabinet.door_handle_0", "red_mug", "peach",
-         "grey_bowl", "cabinet.drawer_2", "cabinet.handle_2", "cabinet.drawer_3", "cabinet.handle_3"]
+def _example_objects() -> list[str]:
+    """Every object the few-shot examples' queries list (``objects = [...]``), so the fake robot knows them."""
+    from tasks.roboscript.code_prompts import load_examples
+
+    names: list[str] = []
+    for example in load_examples():
+        line = next((x for x in example.query.splitlines() if x.startswith("objects = [")), "objects = []")
+        names += [n.strip() for n in line.removeprefix("objects = [").rstrip("]").split(",") if n.strip()]
+    return names
+
+
+NAMES = list(dict.fromkeys(
+    ["table", "apple", "banana", "white_plate", "blue_plate", "brown_cup", "white_mug", "white_bowl", "red_bowl",
+     "wicker_basket", "lemon", "mustard_bottle", "footed_bowl", "cabinet", "cabinet.drawer_0", "cabinet.handle_0",
+     "cabinet.drawer_1", "cabinet.handle_1", "cabinet.door_0", "cabinet.door_handle_0", "red_mug", "peach",
+     "grey_bowl", "cabinet.drawer_2", "cabinet.handle_2", "cabinet.drawer_3", "cabinet.handle_3"]
+    + _example_objects()))
 
 
 def _centre(name: str) -> np.ndarray:
@@ -353,16 +366,16 @@ class FakeRobot:
         c = _centre(self._check(object_name))
         return np.concatenate([c - 0.04, c + 0.04])
 
-    def get_object_joint_info(self, obj_name, position, type="any"):  # noqa: A002 - the tool's parameter name
-        self._log("get_object_joint_info", obj_name, position, type)
-        self._check(obj_name)
-        kind = "revolute" if "door" in obj_name else "prismatic"
+    def get_object_joint_info(self, object_name, position, type="any"):  # noqa: A002 - the tool's parameter name
+        self._log("get_object_joint_info", object_name, position, type)
+        self._check(object_name)
+        kind = "revolute" if "door" in object_name else "prismatic"
         return {"joint_position": np.asarray(position, dtype=float) + np.array([0.0, 0.2, 0.0]),
                 "joint_axis": np.array([-1.0, 0.0, 0.0]) if kind == "prismatic" else np.array([0.0, 0.0, 1.0]),
                 "type": kind}
 
-    def get_plane_normal(self, obj_name, position):
-        self._log("get_plane_normal", obj_name, position)
+    def get_plane_normal(self, object_name, position):
+        self._log("get_plane_normal", object_name, position)
         return np.array([-1.0, 0.0, 0.0])
 
     def _grasp_pose(self, tool, object_name, *rest):
@@ -371,15 +384,16 @@ class FakeRobot:
         return Pose(tuple(c.tolist()), (1.0, 0.0, 0.0, 0.0))
 
     def parse_adaptive_shape_grasp_pose(self, object_name, preferred_position=None,
-                                        preferred_approach_direction=None, preferred_plane_normal=None):
+                                        preferred_approach_direction=None, preferred_plane_normal=None,
+                                        description=None):
         return self._grasp_pose("parse_adaptive_shape_grasp_pose", object_name, preferred_position,
-                                preferred_approach_direction, preferred_plane_normal)
+                                preferred_approach_direction, preferred_plane_normal, description)
 
     def parse_central_lift_grasp_pose(self, object_name, description="center"):
         return self._grasp_pose("parse_central_lift_grasp_pose", object_name, description)
 
-    def parse_horizontal_grasp_pose(self, object_name):
-        return self._grasp_pose("parse_horizontal_grasp_pose", object_name)
+    def parse_horizontal_grasp_pose(self, object_name, approach_direction=None):
+        return self._grasp_pose("parse_horizontal_grasp_pose", object_name, approach_direction)
 
     def parse_place_pose(self, object_name, receptacle_name=None, position=None):
         self._log("parse_place_pose", object_name, receptacle_name, position)

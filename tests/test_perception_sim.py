@@ -189,7 +189,7 @@ def test_the_perceived_planning_scene_is_invisible_to_the_cameras(sim, tasks):
     _load(sim, tasks["Hard_1"].world)
     perception = create_perception("perceived", sim, NoiseParams(), 0, PipelineParams())
     perception.detect(None)
-    first = {n: perception.box(n) for n in ("apple", "banana", "grey_bowl")}
+    first = {n: perception.box(n) for n in ("apple", "banana", "white_ceramic_plate")}
     assert sim.perceived_scene and len(sim.collision_objects()) > 1
     perception.detect(None)
     for name, box in first.items():

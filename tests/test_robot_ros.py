@@ -176,7 +176,8 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     assert "parse_place_pose" in details["tasks"]["Simple_0"]["code"]
     assert len(details["tasks"]["Hard_2"]["repeats"]) == 1 and details["pool"]["runners"] == pool.namespaces
     table = (tmp_path / "reports" / "table2.md").read_text()
-    assert "| offline:offline-proposer-v1 | grammar correctness |" in table and "Hard_2" in table
+    assert "| rules:template-coder | rule-based template program (not an LLM) |" in table and "Hard_2" in table
+    assert "| GPT-4 | LLM | published (10 repeats) | grammar correctness |" in table
     import mlflow
 
     mlflow.set_tracking_uri(params["tracking"]["uri"])
@@ -228,18 +229,23 @@ def test_perception_ablation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_
     params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces,
                                      "isolation": sandbox.default_mode()}
     params["roboscript"]["eval"]["ablation"] = {"objects": ["blue_block"], "studies": ["pick_place", "drawer"],
-                                                "settings": ["gt", "no_gt"], "repeats": 1}
+                                                "settings": ["gt", "no_gt", "detector_model"], "repeats": 1}
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
     monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(layout, "TINY_DETECTOR", tmp_path / "tiny-owlvit")
     means = roboscript_perception.roboscript_perception(str(params_file))
     report = json.loads((tmp_path / "reports" / "perception.json").read_text())
-    assert set(report["success"]) == {"gt", "no_gt"} and set(means) == {"gt", "no_gt"}
+    assert set(report["success"]) == {"gt", "no_gt", "detector_model"} and set(means) == set(report["success"])
+    assert (tmp_path / "tiny-owlvit" / "config.json").is_file()  # the grounding model in the loop, built here
+    detector_calls = [o for k, o in report["outcomes"].items() if k.startswith("detector_model/")]
+    assert len(detector_calls) == 2 and all("error" not in o for o in detector_calls)  # it ran, whatever it found
     assert report["success"]["gt"]["pick_place"]["blue_block"] == 1.0
     assert report["perception_s"]["gt"] == 0.0 and report["perception_s"]["no_gt"] > 0.0
-    assert set(report["outcomes"]) == {f"{s}/{t}/blue_block" for s in ("gt", "no_gt") for t in ("pick_place", "drawer")}
+    assert set(report["outcomes"]) == {f"{s}/{t}/blue_block" for s in ("gt", "no_gt", "detector_model")
+                                       for t in ("pick_place", "drawer")}
     table = (tmp_path / "reports" / "perception_ablation.md").read_text()
-    assert "| blue_block |" in table and "No GT" in table
+    assert "| blue_block |" in table and "No GT" in table and "simulator's segmentation masks" in table
     assert (tmp_path / "reports" / "figures" / "perception_ablation.png").stat().st_size > 10_000
     import mlflow
 

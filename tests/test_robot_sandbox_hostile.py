@@ -25,7 +25,7 @@ import sandbox_corpus as corpus
 from robot import sandbox
 from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy
 from robot.contract.restricted import SandboxViolation, compile_snippet
-from robot.contract.tool_api import TOOL_SPECS, VALUE_TYPES, Pose
+from robot.contract.tool_api import TOOL_SPECS, VALUE_CLASSES, Pose, value_fields
 from robot.sandbox import Limits, SandboxHost, run_code, run_probe, wire
 from tasks.roboscript.code_prompts import load_examples
 
@@ -221,14 +221,14 @@ def test_a_tool_that_crashes_on_the_robot_side_is_a_robot_error_and_the_code_goe
 
 
 @dataclasses.dataclass
-class Point:
+class GeoPoint:
     x: float = 0.0
     y: float = 0.0
     z: float = 0.0
 
 
 @dataclasses.dataclass
-class Quaternion:
+class GeoQuaternion:
     x: float = 0.0
     y: float = 0.0
     z: float = 0.0
@@ -239,18 +239,18 @@ class Quaternion:
 class StampedPose:
     """A geometry_msgs-like value type, as the tool API may come to return."""
 
-    position: Point = dataclasses.field(default_factory=Point)
-    orientation: Quaternion = dataclasses.field(default_factory=Quaternion)
+    position: GeoPoint = dataclasses.field(default_factory=GeoPoint)
+    orientation: GeoQuaternion = dataclasses.field(default_factory=GeoQuaternion)
 
     def as_list(self) -> list[float]:
         return [self.position.x, self.position.y, self.position.z]
 
 
 def test_values_round_trip_and_nothing_else_crosses():
-    codec = wire.Codec((Pose, Point, Quaternion, StampedPose))
+    codec = wire.Codec((*VALUE_CLASSES, GeoPoint, GeoQuaternion, StampedPose))
     value = {"a": [1, 2.5, None, True, "x"], 3: (1, 2), ("k", 1): np.array([[1.0, np.nan], [np.inf, 2]]),
              "p": Pose((0.1, 0.2, 0.3)), "i": np.array([1, 2]), "b": np.array([True]), "s": np.float64(2.5),
-             "names": np.array(["apple", "bowl"]), "set": {"a", 1}, "nested": StampedPose(Point(1, 2, 3)),
+             "names": np.array(["apple", "bowl"]), "set": {"a", 1}, "nested": StampedPose(GeoPoint(1, 2, 3)),
              "n": float("nan"), "i8": np.int64(7)}
     back = codec.decode(codec.encode(value))
     assert back["a"] == value["a"] and back[3] == (1, 2) and back["p"] == value["p"] and back["s"] == 2.5
@@ -268,37 +268,37 @@ def test_values_round_trip_and_nothing_else_crosses():
         codec.encode(deep)
     for data in ({"$py": "os.system"}, {"a": 1}, {"$nd": ["O", [1], [0]]}, {"$nd": ["f8", [2], [1.0]]},
                  {"$f": "1e999"}, {"$d": [[[1], 2]]}, {"$v": ["Pose", {"position": {"$t": [0, 0, 0]}}]},
-                 {"$v": ["Popen", {"args": "id"}]}, {"$v": ["Point", {"x": 1, "y": 2, "z": 3, "w": 4}]},
+                 {"$v": ["Popen", {"args": "id"}]}, {"$v": ["GeoPoint", {"x": 1, "y": 2, "z": 3, "w": 4}]},
                  {"$nd": ["f8", [100001, 100000], []]}):
         with pytest.raises(wire.ProtocolError):
             codec.decode(data)
-    with pytest.raises(TypeError, match="dataclass"):
+    with pytest.raises(TypeError, match="must declare its fields"):
         wire.Codec((dict,))
 
 
 def test_every_value_type_of_the_tool_api_crosses_the_boundary_and_is_readable(host):
-    codec = wire.Codec(VALUE_TYPES)
-    for cls in VALUE_TYPES:
-        assert dataclasses.is_dataclass(cls), f"{cls.__name__} must be a dataclass (tool_api.VALUE_TYPES)"
-        example = cls(**{f.name: (0.1, 0.2, 0.3) for f in dataclasses.fields(cls)
-                         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING})
+    codec = wire.Codec(VALUE_CLASSES)
+    for cls in VALUE_CLASSES:
+        assert value_fields(cls), f"{cls.__name__} declares no fields (tool_api.VALUE_TYPES)"
+        example = cls()
         assert codec.decode(codec.encode(example)) == example
-    readable = [f.name for f in dataclasses.fields(Pose)]
+    readable = value_fields(Pose)
     code = "pose = get_gripper_pose()\n" + "".join(f"print(pose.{name})\n" for name in readable)
     outcome = run_code(code, corpus.FakeRobot(), LIMITS, host=host)
-    assert outcome.status == "ok" and outcome.stdout == "(0.3, 0.0, 1.2)\n(1.0, 0.0, 0.0, 0.0)\n"
+    assert outcome.status == "ok" and outcome.stdout == "Point(x=0.3, y=0, z=1.2)\nQuaternion(x=1, y=0, z=0, w=0)\n"
 
 
 def test_geometry_style_value_types_get_their_public_fields_and_nothing_else():
     """The guards read the value types from the policy (tool_api.VALUE_TYPES by default), not from a list of names:
     a geometry_msgs-like pose works the way plain Python does, its privates and the class stay out of reach; a policy
     may let code build them (``constructors``)."""
-    policy = CodePolicy(value_types=(StampedPose, Point, Quaternion), constructors=frozenset({"StampedPose", "Point"}))
-    made = StampedPose(Point(0.4, 0.0, 0.8))
-    source = ("p = get_gripper_pose()\np.position.z += 0.1\np.position.x = 0.5\nq = StampedPose(Point(1.0, 2.0, 3.0))\n"
+    policy = CodePolicy(value_types=(StampedPose, GeoPoint, GeoQuaternion), constructors=frozenset({"StampedPose", "GeoPoint"}))
+    made = StampedPose(GeoPoint(0.4, 0.0, 0.8))
+    source = ("p = get_gripper_pose()\np.position.z += 0.1\np.position.x = 0.5\nq = StampedPose(GeoPoint(1.0, 2.0, 3.0))\n"
               "print(round(p.position.z, 2), p.orientation.w, p.as_list(), q.position.y)\n")
     assert policy.check(source).ok, policy.check(source).messages()
-    assert "unknown_function" in DEFAULT_POLICY.check("q = Point(1.0, 2.0, 3.0)").codes  # no constructor by default
+    assert DEFAULT_POLICY.check("q = Pose(Point(1.0, 2.0, 3.0), Quaternion(0, 0, 0, 1))").ok  # public code builds these
+    assert "unknown_function" in CodePolicy(constructors=frozenset()).check("q = Point(1.0, 2.0, 3.0)").codes
     printed: list[str] = []
     namespace = policy.runtime_globals({"get_gripper_pose": lambda: made},
                                        print_fn=lambda *a, **k: printed.append(" ".join(map(str, a))))

@@ -32,7 +32,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from robot.contract import code_checks as _code_checks
-from robot.contract.tool_api import TOOL_SPECS, VALUE_TYPES, ToolAPI, ToolSpec
+from robot.contract.tool_api import (
+    TOOL_SPECS,
+    VALUE_CLASSES,
+    VALUE_TYPES,
+    ToolAPI,
+    ToolSpec,
+)
 
 #: Every reason a snippet can fail, with what it means.
 REASON_CODES: dict[str, str] = {
@@ -132,9 +138,10 @@ class CodePolicy:
     modules: Mapping[str, frozenset[str]] = field(default_factory=lambda: {"np": NUMPY_ATTRIBUTES})
     methods: frozenset[str] = ALLOWED_METHODS
     attributes: frozenset[str] = ALLOWED_ATTRIBUTES
-    value_types: tuple[type, ...] = VALUE_TYPES
-    constructors: frozenset[str] = frozenset()
-    """Names of value types code may build (``Pose(...)``): known names statically, globals at run time. None today."""
+    value_types: tuple[type, ...] = VALUE_CLASSES
+    constructors: frozenset[str] = frozenset(VALUE_TYPES)
+    """Names of value types code may build (``Pose(...)``, ``Point(...)``, as public RoboScript code does): known
+    names statically, globals at run time."""
     forbidden_names: frozenset[str] = FORBIDDEN_NAMES
     forbidden_statements: tuple[str, ...] = FORBIDDEN_STATEMENTS
 

@@ -223,8 +223,10 @@ def public_names(cls: type) -> frozenset[str]:
 
 
 def field_names(cls: type) -> frozenset[str]:
-    """The attributes robot code may set on a tool API value type (its dataclass fields)."""
-    return frozenset(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else frozenset()
+    """The attributes robot code may set on a tool API value type (its fields: ``tool_api.value_fields``)."""
+    from robot.contract.tool_api import value_fields
+
+    return frozenset(value_fields(cls))
 
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

@@ -27,7 +27,7 @@ import robot.sandbox.seccomp as seccomp
 import robot.sandbox.wire as wire
 from robot.contract.code_policy import CodePolicy
 from robot.contract.restricted import SNIPPET, SandboxViolation, compile_snippet
-from robot.contract.tool_api import VALUE_TYPES
+from robot.contract.tool_api import VALUE_CLASSES
 from robot.errors import TOOL_EXCEPTIONS, RobotError, ToolArgumentError
 
 EXIT_OK, EXIT_CODE_ERROR, EXIT_ROBOT_ERROR, EXIT_MEMORY, EXIT_VIOLATION, EXIT_PROTOCOL, EXIT_SETUP = (
@@ -149,7 +149,7 @@ class ToolProxy:
 class Harness:
     def __init__(self, channel: Channel, max_stdout: int):
         self.channel = channel
-        self.codec = wire.Codec(VALUE_TYPES)
+        self.codec = wire.Codec(VALUE_CLASSES)
         self.max_stdout = max_stdout
         self.printed: list[str] = []
         self.printed_len = 0

@@ -43,7 +43,7 @@ from core.errors import PipelineError
 from robot import lifetime
 from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy
 from robot.contract.outcomes import GRAMMATICAL
-from robot.contract.tool_api import VALUE_TYPES
+from robot.contract.tool_api import VALUE_CLASSES
 from robot.errors import RobotError, ToolArgumentError
 
 log = logging.getLogger("embp.sandbox")
@@ -273,7 +273,7 @@ class _Repeat:
         self.code, self.tools, self.limits, self.policy, self.host = code, tools, limits, policy, host
         self.on_step, self.should_stop, self.start, self.probe = on_step, should_stop, start, probe
         self.deadline = start + limits.timeout_s
-        self.codec = wire.Codec(VALUE_TYPES)
+        self.codec = wire.Codec(VALUE_CLASSES)
         self.steps = 0
         self.stdout: list[str] = []
         self.stdout_len = 0

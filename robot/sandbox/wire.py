@@ -32,10 +32,11 @@ exit status, which the zygote (running no untrusted code) reports (``robot/sandb
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from typing import Any
+
+from robot.contract.tool_api import value_fields
 
 MAX_LINE = 1 << 20
 """Longest message the runner accepts from a child (1 MiB); longer is a protocol violation."""
@@ -66,7 +67,8 @@ def clip(text: str, limit: int = MAX_TEXT) -> str:
 
 
 class Codec:
-    """Turns values into their JSON form and back; the tool API's value types (dataclasses) travel by their fields.
+    """Turns values into their JSON form and back; the tool API's value types travel by their fields
+    (``tool_api.value_fields``).
 
     Anything else -- a function, a module, an arbitrary object -- cannot be encoded (:class:`ProtocolError`)."""
 
@@ -75,11 +77,13 @@ class Codec:
         self.types: dict[str, type] = {}
         self.fields: dict[type, tuple[str, ...]] = {}
         for cls in value_types:
-            if not dataclasses.is_dataclass(cls):
-                raise TypeError(f"value type {cls.__name__} must be a dataclass to cross the sandbox boundary")
+            fields = value_fields(cls)
+            if not fields:
+                raise TypeError(f"value type {cls.__name__} must declare its fields (a dataclass, or __slots__) to "
+                                "cross the sandbox boundary")
             self.names[cls] = cls.__name__
             self.types[cls.__name__] = cls
-            self.fields[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+            self.fields[cls] = fields
 
     # -------------------------------------------------------------------------------------------- encode
 

@@ -60,7 +60,7 @@ def _warm_up() -> None:
     namespace = DEFAULT_POLICY.runtime_globals({}, print_fn=lambda *a, **k: out.append(" ".join(map(str, a))),
                                                exception_types=tuple(TOOL_EXCEPTIONS.values()))
     exec(code, namespace)  # noqa: S102 - our own warm-up code
-    wire.Codec(child.VALUE_TYPES).decode(wire.Codec(child.VALUE_TYPES).encode({"x": (1.0, [True])}))
+    wire.Codec(child.VALUE_CLASSES).decode(wire.Codec(child.VALUE_CLASSES).encode({"x": (1.0, [True])}))
     import traceback  # noqa: F401 - the child formats tracebacks after its filter is on
 
     ctypes.CDLL(None)

@@ -17,9 +17,14 @@ BENCHMARK = DATA / "benchmark"
 QUERIES = DATA / "queries"
 CODEGEN = DATA / "codegen"
 REPORTS = paths.REPORTS / "roboscript"
+TABLE2_RUNS = "table2_runs"
+"""Folder under REPORTS keeping one record per (code writer, repeats, perception, arm) evaluation, so table2.md
+shows the default run and the paper profile's run side by side (a DVC ``persist`` output)."""
 
 #: LLM response caches of the two prompting stages (DVC ``persist`` outputs, not versioned).
 QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
 CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
 #: ... and of the code the robot evaluation generates for the benchmark tasks.
 EVAL_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"
+#: The perception ablation's tiny random OWL-ViT checkpoint (tasks/roboscript/eval/tiny_detector.py), built on demand.
+TINY_DETECTOR = paths.DATA / "cache" / "tiny-owlvit"
