@@ -266,46 +266,18 @@ def test_sim_seg_needs_a_segmentation_image():
 
 
 def _tiny_owlvit(path):
-    from transformers import (
-        OwlViTConfig,
-        OwlViTForObjectDetection,
-        OwlViTProcessor,
-        PreTrainedTokenizerFast,
-    )
-    from transformers.models.owlvit.image_processing_pil_owlvit import (
-        OwlViTImageProcessorPil,
-    )
+    """The tiny random OWL-ViT the ablation's detector setting uses (tasks/roboscript/eval/tiny_detector.py)."""
+    from tasks.roboscript.eval.tiny_detector import build_tiny_owlvit
 
-    from tasks.train.tiny import _bpe
-
-    config = OwlViTConfig(
-        text_config={"vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "max_position_embeddings": 16, "bos_token_id": 1,
-                     "eos_token_id": 2, "pad_token_id": 0},
-        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                       "image_size": 64, "patch_size": 16}, projection_dim=32)
-    import torch
-
-    torch.manual_seed(0)
-    model = OwlViTForObjectDetection(config).eval()
-    with torch.no_grad():  # random box weights saturate the sigmoid into zero-size boxes: start from the priors
-        model.box_head.dense2.weight.mul_(0.01)
-        model.box_head.dense2.bias.zero_()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_bpe(["apple", "white bowl", "drawer"], 320,
-                                                              ["<pad>", "<s>", "</s>", "<unk>"]),
-                                        bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-                                        model_max_length=16)
-    image = OwlViTImageProcessorPil(size={"height": 64, "width": 64}, crop_size={"height": 64, "width": 64})
-    model.save_pretrained(path)
-    OwlViTProcessor(image_processor=image, tokenizer=tokenizer).save_pretrained(path)
+    return build_tiny_owlvit(path / "owlvit")
 
 
 @pytest.mark.slow
 def test_detector_backend_runs_a_tiny_random_owlvit_from_a_local_checkpoint(tmp_path):
     """The hf-detector code path for real: AutoModelForZeroShotObjectDetection + AutoProcessor from a directory,
     post-processing, phrase -> name assignment. A random model finds random boxes; the test checks their form."""
-    _tiny_owlvit(tmp_path)
-    grounder = create_grounder(GroundingParams(backend="hf-detector", model_path=str(tmp_path), threshold=0.0))
+    model = _tiny_owlvit(tmp_path)
+    grounder = create_grounder(GroundingParams(backend="hf-detector", model_path=str(model), threshold=0.0))
     spec = _ring(1)[0]
     rng = np.random.default_rng(0)
     frame = CameraFrame(spec, rng.integers(0, 255, (spec.height, spec.width, 3), dtype=np.uint8),

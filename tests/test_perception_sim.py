@@ -202,9 +202,9 @@ def test_the_pipeline_runs_with_the_detector_backend_on_a_tiny_random_model(sim,
     boxes find whatever they find, and every outcome is a box or a clear ObjectNotFound."""
     from test_perception import _tiny_owlvit
 
-    _tiny_owlvit(tmp_path)
+    model = _tiny_owlvit(tmp_path)
     _load(sim, tasks["Simple_0"].world)
-    params = PipelineParams.model_validate({"grounding": {"backend": "hf-detector", "model_path": str(tmp_path),
+    params = PipelineParams.model_validate({"grounding": {"backend": "hf-detector", "model_path": str(model),
                                                           "threshold": 0.0}})
     perception = create_perception("perceived", sim, NoiseParams(), 0, params)
     perception.detect(["apple", "footed_bowl"])

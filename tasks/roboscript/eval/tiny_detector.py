@@ -52,5 +52,6 @@ def build_tiny_owlvit(path: Path, seed: int = 0) -> Path:
     tmp = path.with_name(path.name + ".partial")
     model.save_pretrained(tmp)
     OwlViTProcessor(image_processor=image, tokenizer=tokenizer).save_pretrained(tmp)
-    tmp.replace(path) if not path.exists() else None
+    if not path.exists():
+        tmp.replace(path)
     return path
