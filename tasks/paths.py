@@ -15,6 +15,12 @@ DATA = ROOT / "data"
 MODELS = ROOT / "models"
 REPORTS = ROOT / "reports"
 
+#: Model weights derived from installed packages (``tasks/hf/local_models.py``: the SmolLM2 export), shared by every
+#: checkout and temporary copy on the machine, like the Hugging Face cache. ``EMBP_MODEL_CACHE`` moves it; the default
+#: is ``$XDG_CACHE_HOME/embp/models`` (``~/.cache/embp/models``). Not versioned: re-created from the package on demand.
+MODEL_CACHE = Path(os.environ.get("EMBP_MODEL_CACHE")
+                   or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "embp" / "models")
+
 
 def rel(path: Path) -> str:
     """A path as the user sees it: relative to the repository root when it lies inside it."""

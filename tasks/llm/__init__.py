@@ -1,4 +1,4 @@
-"""LLM backends: the ``core.plugins.LLM_BACKENDS`` table (``offline``, ``openai``) and :func:`build_client` that turns ``params.llm`` into a
+"""LLM backends: the ``core.plugins.LLM_BACKENDS`` table (``offline``, ``openai``, ``hf``) and :func:`build_client` that turns ``params.llm`` into a
 cached, concurrency-bounded :class:`~tasks.llm.base.LLMClient`."""
 
 from __future__ import annotations
@@ -14,11 +14,36 @@ if TYPE_CHECKING:
 
 
 #: What each LLM backend is, for every table that shows its results: a program is never presented as a model.
-BACKEND_KINDS = {"offline": "rule-based program (not an LLM)", "openai": "LLM"}
+BACKEND_KINDS = {"offline": "rule-based program (not an LLM)", "openai": "LLM", "hf": "LLM (local transformers)"}
 
 
 def backend_kind(params: LLMParams) -> str:
     return BACKEND_KINDS.get(params.backend, "LLM")
+
+
+def describe_backend(params: LLMParams) -> str:
+    """What answers, in one line for reports: ``backend:model``, and for ``hf`` the model, dtype and source."""
+    if params.backend == "hf":
+        from tasks.llm.hf_backend import describe
+
+        return describe(params)
+    return f"{params.backend}:{params.model}"
+
+
+def client_speed(client: LLMClient) -> dict[str, float]:
+    """Token counts and speed of the calls a client made (``hf``: measured by the model; others: nothing)."""
+    stats = getattr(getattr(client.backend, "lm", None), "stats", None)
+    if not stats:
+        return {}
+    out = dict(stats)
+    for clock in ("seconds", "cpu_seconds"):
+        if stats.get(clock):
+            suffix = "" if clock == "seconds" else "_cpu"
+            out[f"tokens_per_s{suffix}"] = (stats["prompt_tokens"] - stats["reused_tokens"] + stats["new_tokens"]
+                                            + stats.get("scored_tokens", 0)) / stats[clock]
+            if stats["new_tokens"]:
+                out[f"s_per_new_token{suffix}"] = stats[clock] / stats["new_tokens"]
+    return out
 
 
 def build_client(params: LLMParams, cache_dir: Path | None) -> LLMClient:

@@ -1,0 +1,139 @@
+"""Log-likelihood of candidate continuations (the admissible commands of a text game) under a causal LM.
+
+The score of a candidate is the sum of its tokens' log-probabilities after the prompt; its mean is that sum over its
+token count. One call costs about one forward over the prompt plus one over all candidate tokens together:
+
+* the prompt's keys and values are in a cache (:func:`extend`);
+* every candidate's tokens but its last are *packed* into one row -- candidate after candidate -- whose position ids
+  restart at the prompt length for each candidate, with a 4-D boolean mask that lets a candidate token see the whole
+  prompt and the earlier tokens of its own candidate only (:func:`packed_scores`); the first token of every
+  candidate is scored from the prompt's last logits;
+* the cache is cropped back to the prompt afterwards, so the next call can reuse it.
+
+That is the same arithmetic as scoring each candidate after the prompt on its own (max |difference| ~3e-5 nats in
+float32), 10-30x cheaper than one full forward per candidate. transformers passes a 4-D mask through to the
+attention unchanged (``masking_utils``), which Llama-family models support; :func:`per_candidate_scores` is the
+plain one-forward-per-candidate fallback for anything else (other architectures, images in the prompt).
+
+A candidate should end with the end-of-turn/EOS token: then "go to cabinet 1" is not a prefix of "go to cabinet 10".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def _logprobs(logits: torch.Tensor, targets: Sequence[int]) -> torch.Tensor:
+    return torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(targets).unsqueeze(-1)).squeeze(-1)
+
+
+def new_cache(model):
+    from transformers import DynamicCache
+
+    return DynamicCache(config=model.config)
+
+
+def crop_to(cache, length: int) -> None:
+    """Keep the first ``length`` positions of ``cache`` (transformers 5's ``crop`` takes the count to drop)."""
+    drop = cache.get_seq_length() - length
+    if drop > 0:
+        cache.crop(-drop)
+
+
+@torch.inference_mode()
+def extend(model, cache, ids: Sequence[int]) -> torch.Tensor:
+    """Feed ``ids`` after what ``cache`` holds (the cache grows in place); the logits of the last position."""
+    device = next(model.parameters()).device
+    out = model(input_ids=torch.tensor([list(ids)], device=device), past_key_values=cache, use_cache=True)
+    return out.logits[0, -1]
+
+
+def packed_inputs(prompt_len: int, cand_ids: Sequence[Sequence[int]], new: int = 0):
+    """Token ids, position ids (1, T) and the boolean mask (1, 1, T, prompt_len + T) of the packed candidates,
+    after ``new`` prompt tokens that go into the same forward (the cache holds ``prompt_len - new`` positions; the
+    returned tokens and positions are the candidates' only)."""
+    tokens, positions, owner = [], [], []
+    for j, ids in enumerate(cand_ids):
+        body = list(ids[:-1])
+        tokens += body
+        positions += range(prompt_len, prompt_len + len(body))
+        owner += [j] * len(body)
+    owner_t, pos_t = torch.tensor(owner, dtype=torch.long), torch.tensor(positions, dtype=torch.long)
+    own = (owner_t[:, None] == owner_t[None, :]) & (pos_t[:, None] >= pos_t[None, :])
+    mask = torch.cat([torch.ones(len(tokens), prompt_len, dtype=torch.bool), own], 1)
+    if new:
+        cached = prompt_len - new
+        head = torch.cat([torch.ones(new, cached, dtype=torch.bool), torch.tril(torch.ones(new, new, dtype=torch.bool)),
+                          torch.zeros(new, len(tokens), dtype=torch.bool)], 1)
+        mask = torch.cat([head, mask], 0)
+        pos_t = torch.cat([torch.arange(cached, prompt_len), pos_t])
+    return tokens, pos_t[None], mask[None, None]
+
+
+def _sums(first: torch.Tensor, logits: torch.Tensor, cand_ids: Sequence[Sequence[int]]) -> list[float]:
+    scores, k = [], 0
+    for ids in cand_ids:
+        n = len(ids) - 1
+        total = first[ids[0]].item()
+        if n:
+            total += _logprobs(logits[k:k + n], ids[1:]).sum().item()
+        scores.append(total)
+        k += n
+    return scores
+
+
+@torch.inference_mode()
+def packed_scores(model, cache, last_logits: torch.Tensor, cand_ids: Sequence[Sequence[int]]) -> list[float]:
+    """Sum of log-probabilities of each candidate after the prompt held by ``cache`` (whose last logits are
+    ``last_logits``). One forward for all candidates; the cache is cropped back to the prompt."""
+    if any(len(c) == 0 for c in cand_ids):
+        raise ValueError("a candidate has no token")
+    first = torch.log_softmax(last_logits.float(), -1)
+    prompt_len = cache.get_seq_length()
+    tokens, positions, mask = packed_inputs(prompt_len, cand_ids)
+    if not tokens:
+        return [first[c[0]].item() for c in cand_ids]
+    device = next(model.parameters()).device
+    out = model(input_ids=torch.tensor([tokens], device=device), position_ids=positions.to(device),
+                attention_mask=mask.to(device), past_key_values=cache, use_cache=True)
+    crop_to(cache, prompt_len)
+    return _sums(first, out.logits[0], cand_ids)
+
+
+@torch.inference_mode()
+def fused_scores(model, cache, new_ids: Sequence[int], cand_ids: Sequence[Sequence[int]]) -> list[float]:
+    """:func:`packed_scores` with the prompt's last ``new_ids`` (not yet in ``cache``) in the same forward as the
+    candidates: one forward per call. The cache keeps the prompt (with ``new_ids``) afterwards. The same function as
+    feeding ``new_ids`` first; the arithmetic is grouped differently (bfloat16 results differ in the last bits)."""
+    if not new_ids:
+        raise ValueError("fused_scores needs at least one new prompt token (its logits score the first tokens)")
+    if any(len(c) == 0 for c in cand_ids):
+        raise ValueError("a candidate has no token")
+    prompt_len = cache.get_seq_length() + len(new_ids)
+    tokens, positions, mask = packed_inputs(prompt_len, cand_ids, new=len(new_ids))
+    device = next(model.parameters()).device
+    out = model(input_ids=torch.tensor([list(new_ids) + tokens], device=device), position_ids=positions.to(device),
+                attention_mask=mask.to(device), past_key_values=cache, use_cache=True)
+    crop_to(cache, prompt_len)
+    logits = out.logits[0]
+    first = torch.log_softmax(logits[len(new_ids) - 1].float(), -1)
+    return _sums(first, logits[len(new_ids):], cand_ids)
+
+
+@torch.inference_mode()
+def per_candidate_scores(forward, prompt_ids: Sequence[int], cand_ids: Sequence[Sequence[int]]) -> list[float]:
+    """The fallback: ``forward(ids) -> logits (1, len(ids), vocab)`` over prompt + candidate, once per candidate."""
+    scores = []
+    start = len(prompt_ids)
+    for ids in cand_ids:
+        logits = forward(list(prompt_ids) + list(ids))[0, start - 1:-1]
+        scores.append(_logprobs(logits, ids).sum().item())
+    return scores
+
+
+def best(scores: Sequence[float], lengths: Sequence[int], normalise: bool = True) -> int:
+    """Index of the best candidate by mean (``normalise``) or summed log-probability; ties go to the first."""
+    values = [s / n for s, n in zip(scores, lengths, strict=True)] if normalise else list(scores)
+    return max(range(len(values)), key=lambda i: (values[i], -i))
