@@ -247,8 +247,20 @@ class HFAgentParams(Strict):
     """A local transformers model (``hf``: causal LM; ``hf-vision``: image-text-to-text) and an optional adapter."""
 
     model_path: str | None = None
+    """A model folder, a trained baseline (``models/<baseline>``, with its baseline.json) or a local model of
+    ``core.plugins.LOCAL_MODELS`` (``smollm2-135m-instruct``)."""
     adapter_path: str | None = None
     max_new_tokens: Annotated[int, Field(ge=1, le=1024)] = 32
+    action_selection: Literal["rank", "generate", "generate-closest"] = "rank"
+    """rank: the admissible command with the highest mean token log-likelihood under the model (always a valid
+    command); generate: greedy free text, its one command sent as it is (LC measures how often it is valid);
+    generate-closest: free text mapped to the most similar admissible command."""
+    dtype: Literal["auto", "bfloat16", "float32"] = "auto"
+    """auto: a trained baseline as it trained (a Q-LoRA one: 4-bit base + LoRA), other models bf16 on CUDA and float32
+    on CPU; bfloat16 / float32: the weights in that dtype (a 4-bit base dequantised, the adapter merged). On CPUs with
+    AMX / AVX-512-BF16, bfloat16 scores 3-7x faster."""
+    threads: Annotated[int, Field(ge=1, le=512)] | None = None
+    """torch threads in each worker process; null = torch's default."""
 
 
 class EvalParams(GameRunnerParams):

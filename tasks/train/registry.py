@@ -53,6 +53,8 @@ class ModelCard:
     dataset: dict = field(default_factory=dict)
     trained_steps: int = 0
     mlflow_run_id: str | None = None
+    notes: list = field(default_factory=list)
+    """What this run cannot reproduce of the paper's baseline (``tasks.train.baselines.reproduction_notes``)."""
 
     def write(self, model_dir: Path) -> None:
         from core.io import write_json
@@ -72,8 +74,9 @@ class ModelCard:
         return cls(**raw)
 
 
-def load_for_inference(model_dir, device: str | None = None):
-    """The trained baseline in ``model_dir`` as a :class:`tasks.train.policy.Policy` (``generate``, ``kind``)."""
+def load_for_inference(model_dir, device: str | None = None, dtype: str | None = None):
+    """The trained baseline in ``model_dir`` as a :class:`tasks.train.policy.Policy` (``generate``, ``score``,
+    ``kind``): as it trained, or (``dtype`` "bfloat16" / "float32") with its adapter merged into plain weights."""
     from tasks.train.policy import load_policy
 
-    return load_policy(Path(model_dir), device=device)
+    return load_policy(Path(model_dir), device=device, dtype=dtype)
