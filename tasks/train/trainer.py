@@ -87,8 +87,12 @@ def _to(batch: dict, device, dtype) -> dict:
     return out
 
 
-def _mixed_precision(device: str) -> str:
-    if device != "cuda":
+def _mixed_precision(device: str, precision: str = "auto") -> str:
+    """accelerate's mixed precision: ``auto`` = bf16 (fp16 without bf16 support) on CUDA, none on CPU; ``bfloat16``
+    = bf16 autocast anywhere (on CPUs with AMX / AVX-512-BF16 about twice the speed); ``float32`` = none."""
+    if precision == "bfloat16":
+        return "bf16"
+    if precision == "float32" or device != "cuda":
         return "no"
     return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
@@ -97,8 +101,12 @@ def fit(model, batcher: Batcher, hyper: Hyper, *, device: str, ckpt_dir: Path, f
         logger: RunLogger | None = None, on_step: Callable[[int, float], None] | None = None) -> FitResult:
     """Train ``model`` (its ``requires_grad`` parameters) for ``hyper.max_steps`` steps, resuming if possible."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
-    accelerator = Accelerator(cpu=device == "cpu", mixed_precision=_mixed_precision(device))
+    # accelerate keeps one process-wide state and refuses another mixed precision later in the same process (two
+    # baselines of one flow, one bf16 and one fp32): each fit starts from a fresh state.
+    AcceleratorState._reset_state(reset_partial_state=True)
+    accelerator = Accelerator(cpu=device == "cpu", mixed_precision=_mixed_precision(device, hyper.precision))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=hyper.learning_rate, weight_decay=0.0)
     warmup = max(0, hyper.warmup_steps)
