@@ -8,13 +8,19 @@ adds what v2 changes:
 * the gate is per head and squashed by ``tanh`` (v2's ``self.gate = zeros(1, n_heads, 1, 1)``);
 * *early fusion of visual knowledge*: the projected image features are added to every adaption prompt
   (v2's ``dynamic_adapter = adapter + visual_proj``);
-* *bias tuning*: every linear layer of the LLM gets ``y = s * (W x + b)``, ``b`` zero-init, ``s`` one-init
-  (:class:`BiasScaleLinear`); with the norms, these are the parameters v2 unfreezes on instruction data.
+* *bias tuning*: the linear layers of the adapter layers get ``y = s * (W x + b)``, ``b`` zero-init, ``s`` one-init
+  (:class:`BiasScaleLinear`).
+
+What trains: MuEP fine-tuned v2 "only on the bias of adapter layers" (paper section 4.2), so the biases ``b`` of the
+adapter layers train and nothing else -- prompts, gates, scales, norms and the visual projection stay as they start
+(``tasks.train.baselines.V2_TRAINABLE``). The paper starts from v2's released weights, whose prompts, gates and visual
+branch its pre-training trained; here they start from their initialisation (no such checkpoint loads into this
+assembly), so the gates stay zero and **the image does not reach the language model**: what trains is bias tuning of
+LLaMA on the task and previous actions (``tasks.train.baselines.reproduction_notes`` says so in every report).
 
 Differences from the original, on purpose: the visual branch pools the frozen CLIP tokens to ``adapter_len`` vectors
 and projects them (Linear + LayerNorm); the original passes CLIP tokens and 10 learned queries through 8 extra
-transformer blocks, weights that only its image-text pre-training phase trains -- MuEP's fine-tuning starts from a
-plain LLaMA + CLIP here, so that pre-trained stack has nothing to load from. The prompts go into the top
+transformer blocks, weights that only its image-text pre-training phase trains. The prompts go into the top
 ``adapter_layers`` layers (original: 31 of 32), not all.
 
 **MiniGPT-4** (Zhu et al., 2023). The original is BLIP-2's frozen EVA ViT-g/14 + Q-Former with 32 queries, one
@@ -114,12 +120,11 @@ class LlamaAdapterV2(nn.Module):
         layers = language_model.model.layers
         if not 1 <= adapter_layers <= len(layers):
             raise ValueError(f"adapter_layers must be in 1..{len(layers)}, got {adapter_layers}")
-        for layer in layers:
+        for layer in layers[len(layers) - adapter_layers:]:      # the adapter layers: bias/scale and prompts
             for parent in (layer.self_attn, layer.mlp):
                 for name, child in list(parent.named_children()):
                     if hasattr(child, "in_features") and hasattr(child, "out_features"):
                         setattr(parent, name, BiasScaleLinear(child))
-        for layer in layers[len(layers) - adapter_layers:]:
             layer.self_attn = AdaptedAttentionV2(adapter_len, layer.self_attn, self.slot)
         self.config = language_model.config
 

@@ -60,10 +60,9 @@ class BaselineSpec:
         return out
 
 
-#: Parameters LLaMA-Adapter-v2 trains (over ``named_parameters`` of ``tasks.train.adapters.LlamaAdapterV2``).
-V2_TRAINABLE = (r"\.adaption_prompt$", r"\.adaption_gate$", r"\.v2_bias$", r"\.v2_scale$",
-                r"^language_model\.model\.layers\.\d+\.(input_layernorm|post_attention_layernorm)\.weight$",
-                r"^language_model\.model\.norm\.weight$", r"^visual_proj\.")
+#: Parameters LLaMA-Adapter-v2 trains (over ``named_parameters`` of ``tasks.train.adapters.LlamaAdapterV2``): MuEP
+#: fine-tuned it "only on the bias of adapter layers" (section 4.2), the zero-initialised biases of those layers.
+V2_TRAINABLE = (r"^language_model\.model\.layers\.\d+\.(self_attn\.model|mlp)\.\w+\.v2_bias$",)
 
 
 _QLORA = r"\.lora_[AB]\.default\.weight$"

@@ -117,13 +117,43 @@ def _tiny_minigpt4(tok):
 
 
 def _load_minigpt4(source: dict[str, str], common: dict, image_token_id: int | None):
+    if image_token_id is None:
+        raise ValueError("MiniGPT-4 needs the tokenizer's image placeholder id")
+    model = _assemble_minigpt4(source, common, image_token_id)
+    if source.get("projection"):                          # MiniGPT-4's pre-trained alignment (train.projection_init)
+        model.llama_proj.load_state_dict(projection_weights(source["projection"], model.llama_proj))
+    return model
+
+
+def projection_weights(path: str, proj: torch.nn.Linear) -> dict[str, torch.Tensor]:
+    """``llama_proj.weight`` / ``.bias`` of a MiniGPT-4 checkpoint (its released ``.pth``, whose tensors sit under
+    ``model``, or a ``.safetensors`` file), checked against the projection they go into."""
+    from core.errors import ConfigError
+
+    if str(path).endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        state = load_file(str(path))
+    else:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+        state = state.get("model", state) if isinstance(state, dict) else {}
+    out = {}
+    for name, param in (("weight", proj.weight), ("bias", proj.bias)):
+        tensor = state.get(f"llama_proj.{name}")
+        if tensor is None or tuple(tensor.shape) != tuple(param.shape):
+            raise ConfigError(f"train.projection_init: {path} has no llama_proj.{name} of shape {tuple(param.shape)} "
+                              f"(found {None if tensor is None else tuple(tensor.shape)}).",
+                              hint="Give the MiniGPT-4 checkpoint that matches this Q-Former and LLM width.")
+        out[name] = tensor.to(param.dtype)
+    return out
+
+
+def _assemble_minigpt4(source: dict[str, str], common: dict, image_token_id: int):
     import transformers
     from safetensors.torch import load_file
 
     from tasks.train.adapters import MiniGPT4
 
-    if image_token_id is None:
-        raise ValueError("MiniGPT-4 needs the tokenizer's image placeholder id")
     parts = Path(source["vision_qformer"])
     llm = transformers.AutoModelForCausalLM.from_pretrained(source["llm"], **common)
     if (parts / "minigpt4.safetensors").exists():          # our saved layout (tiny profile)

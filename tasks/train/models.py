@@ -159,28 +159,15 @@ def prepare(spec: BaselineSpec, family: Family, base: nn.Module, hyper: Hyper) -
         _submodule(model, family.projection).requires_grad_(True)
         _checkpointing(getattr(model, "language_model", model), hyper.gradient_checkpointing)
     elif spec.method == "llama_adapter_v2":
-        from transformers.models.llama.modeling_llama import LlamaRMSNorm
-
-        from tasks.train.adapters import (
-            AdaptedAttentionV2,
-            BiasScaleLinear,
-            LlamaAdapterV2,
-        )
+        from tasks.train.adapters import BiasScaleLinear, LlamaAdapterV2
 
         layers = base.language_model.config.num_hidden_layers
         model = LlamaAdapterV2(base.language_model, base.vision_model, hyper.adapter_len,
                                min(hyper.adapter_layers, layers))
         _freeze(model)
-        for module in model.modules():
-            if isinstance(module, AdaptedAttentionV2):
-                module.adaption_prompt.requires_grad_(True)
-                module.adaption_gate.requires_grad_(True)
-            elif isinstance(module, BiasScaleLinear):
+        for module in model.modules():      # MuEP: "only the bias of adapter layers" (tasks/train/adapters.py)
+            if isinstance(module, BiasScaleLinear):
                 module.v2_bias.requires_grad_(True)
-                module.v2_scale.requires_grad_(True)
-            elif isinstance(module, LlamaRMSNorm):
-                module.weight.requires_grad_(True)
-        model.visual_proj.requires_grad_(True)
         _checkpointing(model, hyper.gradient_checkpointing)
     else:
         raise ConfigError(f"unknown fine-tuning method {spec.method!r} for {spec.name}.")

@@ -43,7 +43,11 @@ class TrainSession:
         resuming = checkpoints.latest(self.ckpt_dir, self.key) is not None
         (plan.model_dir / "baseline.json").unlink(missing_ok=True)    # present only once the model is complete
         self.assets, parts, self.stored_parts = self._base_and_assets(resuming)
-        base = load_base(plan.family, parts, self.assets, quantize=plan.hyper.quantize_4bit, device=plan.device)
+        if plan.projection_init:                     # MiniGPT-4 from its pre-trained alignment
+            parts = parts | {"projection": plan.projection_init}
+            self.stored_parts = self.stored_parts | {"projection": plan.projection_init}
+        base = load_base(plan.family, parts, self.assets, quantize=plan.hyper.quantize_4bit, device=plan.device,
+                         precision=plan.hyper.precision)
         self.model = prepare(plan.spec, plan.family, base, plan.hyper)
         check_trainable(plan.spec, self.model)
         self.n_trainable, self.n_total = count(self.model)
