@@ -362,12 +362,112 @@ class TrackingParams(Strict):
     experiment_prefix: str = "embp"
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# A real language model through the model-facing stages (docs/real-model.md)
+
+#: The model every real-model step uses: SmolLM2-135M-Instruct through the ``hf`` backend, seeded sampling.
+REAL_LLM = LLMParams(backend="hf", model="smollm2-135m-instruct", temperature=0.7, top_p=0.95, max_tokens=256,
+                     seed=0, concurrency=1)
+
+
+class RealGenerateParams(Strict):
+    """MuEP task generation and RoboScript task queries by the real model, on a fixed slice."""
+
+    muep_scenes: Annotated[int, Field(ge=0, le=120)] = 1
+    """The first N scenes, round-robin over room types (FloorPlan1, then 201, 301, 401, 2, ...), get the generation
+    prompt; 0 = none."""
+    tasks_per_request: Annotated[int, Field(ge=1, le=200)] = 5
+    n_examples: Annotated[int, Field(ge=0, le=60)] = 30
+    muep_max_tokens: Annotated[int, Field(ge=16, le=4096)] = 160
+
+
+class RealRoboScriptParams(Strict):
+    """RoboScript with the real model: task queries, code for some of them, and Table I code on the runners."""
+
+    worlds: Annotated[int, Field(ge=0, le=10000)] = 1
+    """The first N worlds (by id) get the task-query prompt; 0 = none."""
+    queries_per_world: Annotated[int, Field(ge=1, le=200)] = 5
+    query_max_tokens: Annotated[int, Field(ge=16, le=4096)] = 128
+    codegen_queries: Annotated[int, Field(ge=0)] = 0
+    """Kept queries whose code is generated and checked (the dataset side); 0 = none."""
+    tasks: list[str] = ["Simple_0", "Simple_1"]
+    """Table I tasks whose code the model writes through the hierarchical generator, run on the sandboxed runners
+    (a Table II block marked with how many tasks it covers)."""
+    n_examples: Annotated[int, Field(ge=0, le=10)] = 2
+    max_depth: Annotated[int, Field(ge=0, le=10)] = 1
+    max_helpers: Annotated[int, Field(ge=0, le=100)] = 1
+    code_max_tokens: Annotated[int, Field(ge=16, le=4096)] = 128
+    repeats: Annotated[int, Field(ge=1, le=100)] = 1
+    runners: Annotated[int, Field(ge=1, le=64)] = 1
+
+    @field_validator("tasks")
+    @classmethod
+    def _some_tasks(cls, value: list[str]) -> list[str]:
+        return _names_in(value, "task")
+
+
+class RealEvalParams(Strict):
+    """The MuEP agent with the real model, zero-shot and fine-tuned, on the same fixed slice of test episodes."""
+
+    splits: list[Literal["train", "seen_test", "unseen_test"]] = ["seen_test", "unseen_test"]
+    episodes: Annotated[int, Field(ge=1)] = 1
+    """Episodes per split: the first N of muep-eval's own order (round-robin over task types, ``muep.eval.seed``)."""
+    action_selection: list[Literal["rank", "generate", "generate-closest"]] = ["rank"]
+    """One row per (model, selection); rank is the papers' likelihood ranking of the admissible commands."""
+    zero_shot: str | None = "smollm2-135m-instruct"
+    """The model as published (a local model or a folder); null = no zero-shot row."""
+    fine_tuned: str | None = "smollm2-135m"
+    """The baseline trained by muep-real-train (models/<name>); null = no fine-tuned row."""
+    dtype: Literal["auto", "bfloat16", "float32"] = "bfloat16"
+    max_new_tokens: Annotated[int, Field(ge=1, le=1024)] = 32
+    batch_size: Annotated[int, Field(ge=1, le=10000)] | None = None
+    """Episodes per Prefect task (one row each); null = a row's episodes in one task, so each worker process loads
+    one model."""
+    task_runner: Literal["sequential", "processes", "dask"] = "processes"
+    workers: Annotated[int, Field(ge=1, le=256)] = 2
+
+    @field_validator("splits", "action_selection")
+    @classmethod
+    def _listed(cls, value: list[str]) -> list[str]:
+        return _names_in(value, "entry")
+
+    @field_validator("fine_tuned")
+    @classmethod
+    def _known_baseline(cls, value: str | None) -> str | None:
+        return None if value is None else _names_in([value], "baseline", BASELINES)[0]
+
+
+def _real_train() -> TrainParams:
+    return TrainParams(profile="full", baselines=["smollm2-135m"], max_steps=5, precision="bfloat16",
+                       save_every=5, eval_batches=2)
+
+
+class RealModelParams(Strict):
+    llm: LLMParams = REAL_LLM
+    generate: RealGenerateParams = RealGenerateParams()
+    roboscript: RealRoboScriptParams = RealRoboScriptParams()
+    train: TrainParams = Field(default_factory=_real_train)
+    """The real-model training run (stage muep-real-train): the same schema as ``train:``."""
+    eval: RealEvalParams = RealEvalParams()
+
+
 class Params(Strict):
     llm: LLMParams = LLMParams()
     tracking: TrackingParams = TrackingParams()
     muep: MuEPParams = MuEPParams()
     train: TrainParams = TrainParams()
     roboscript: RoboScriptParams = RoboScriptParams()
+    real_model: RealModelParams = RealModelParams()
+
+    @model_validator(mode="after")
+    def _one_stage_per_model_folder(self) -> Params:
+        real, tiny = self.real_model.train, self.train
+        both = set(real.baselines) & set(tiny.baselines)
+        if both and Path(real.output_dir) == Path(tiny.output_dir):
+            raise ValueError(f"real_model.train and train both train {sorted(both)} into {tiny.output_dir}/: two "
+                             "stages would write the same folder; drop it from train.baselines or give "
+                             "real_model.train another output_dir")
+        return self
 
 
 # --------------------------------------------------------------------------------------------------------------------

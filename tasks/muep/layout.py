@@ -34,3 +34,12 @@ LEADERBOARD_HTML = paths.REPORTS / "leaderboard.html"
 
 #: LLM response cache of task generation. A DVC ``persist`` output: it survives reruns of the generation stage.
 LLM_CACHE = paths.DATA / "cache" / "llm"
+
+#: The real-model steps (docs/real-model.md): a real LLM generates tasks on a slice (``generate/``: tasks, parse
+#: rejects, accepted and rejected by the filter) and plays a slice of test episodes (``eval/<row>/<split>.jsonl``).
+REAL = DATA / "real"
+REAL_GENERATE = REAL / "generate"
+REAL_EVAL = REAL / "eval"
+REAL_REPORTS = REPORTS / "real"
+"""``generate.json`` (what the model's answers became, rejects by reason), ``eval.json`` (zero-shot vs fine-tuned)."""
+REAL_LLM_CACHE = paths.DATA / "cache" / "llm-real-muep"

@@ -26,5 +26,12 @@ QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
 CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
 #: ... and of the code the robot evaluation generates for the benchmark tasks.
 EVAL_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"
+#: The real-model step (docs/real-model.md): task queries, their code and the Table I code written by a real LLM.
+REAL = DATA / "real"
+"""``queries.parquet``, ``query_rejects.parquet``, ``snippets.parquet``, ``helpers.parquet``."""
+REAL_REPORTS = REPORTS / "real"
+"""``generate.json`` (queries kept / rejected, code checks), ``eval.json`` + ``eval_details.json`` (Table I on the
+runners), ``table2.md``."""
+REAL_CACHE = paths.DATA / "cache" / "llm-real-roboscript"
 #: The perception ablation's tiny random OWL-ViT checkpoint (tasks/roboscript/eval/tiny_detector.py), built on demand.
 TINY_DETECTOR = paths.DATA / "cache" / "tiny-owlvit"

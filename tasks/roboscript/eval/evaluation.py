@@ -77,18 +77,23 @@ def eval_llm(params):
     return params.llm.model_copy(update={"offline": params.llm.offline.model_copy(update={"noise": noise})})
 
 
-def generate_code(tasks: list[BenchmarkTask], params) -> tuple[dict[str, TaskCode], str]:
-    """Code for each task from the configured LLM backend through the hierarchical generator (cached)."""
+def generate_code(tasks: list[BenchmarkTask], params, llm=None, codegen=None, client=None
+                  ) -> tuple[dict[str, TaskCode], str]:
+    """Code for each task from the configured LLM backend through the hierarchical generator (cached). ``llm``,
+    ``codegen`` and ``client`` replace ``params.llm`` (as :func:`eval_llm` adapts it), ``roboscript.codegen`` and
+    the client over the evaluation's response cache (the real-model step passes its own)."""
     from tasks.llm import build_client
     from tasks.roboscript.code_prompts import task_query
     from tasks.roboscript.codegen import CodeJob, HierarchicalGenerator
 
-    llm = eval_llm(params)
+    llm = llm or eval_llm(params)
     noise = llm.offline.noise if llm.backend == "offline" else 0.0
-    # the response cache keys on the prompt and sampling, not on the offline noise: keep noisy answers apart
-    cache = layout.EVAL_CACHE if not noise else layout.EVAL_CACHE.with_name(f"{layout.EVAL_CACHE.name}-noise{noise:g}")
-    client = build_client(llm, cache)
-    generator = HierarchicalGenerator(client, llm, params.roboscript.codegen)
+    if client is None:
+        # the response cache keys on the prompt and sampling, not on the offline noise: keep noisy answers apart
+        cache = layout.EVAL_CACHE if not noise else layout.EVAL_CACHE.with_name(
+            f"{layout.EVAL_CACHE.name}-noise{noise:g}")
+        client = build_client(llm, cache)
+    generator = HierarchicalGenerator(client, llm, codegen or params.roboscript.codegen)
     jobs = [CodeJob(t.id, t.id, t.prompt_instruction, task_query(t.world.object_names(), t.prompt_instruction))
             for t in tasks]
     out = {}
