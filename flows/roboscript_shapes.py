@@ -30,7 +30,8 @@ def roboscript_shapes(params_file: str | None = None) -> dict:
         started = time.monotonic()
         results, pool_info = run_goals(ep, {f"{t.study}/{t.asset}": shapes.goal(t, ep) for t in trials}, STAGE,
                                        "trials")
-        report = shapes.report(results, skipped, ep, pool_info, time.monotonic() - started)
+        report = shapes.report(results, skipped, ep)
+        slog.run_facts(pool=pool_info, episodes_s=round(time.monotonic() - started, 2))
         figure = layout.REPORTS / "figures" / "shape_success.png"
         shapes.plot(report["success"], catalog, figure)
         slog.wrote(figure)
