@@ -59,12 +59,12 @@ def sample_meta(eid: str, split: str, task_type: str, step: int, action: str | N
 
 def episode_record(eid: str, split: str, task_type: str, actions: list[str], status: str = "ok") -> EpisodeRecord:
     return EpisodeRecord(
-        episode_id=eid, task_id=eid, scene=SCENES.get(eid, "FloorPlan3"), floorplan=1, room_type="kitchen",
+        episode_id=eid, task_id=eid, scene=SCENES.get(eid, "FloorPlan3"), initial_state=f"state-{eid}", floorplan=1,
+        room_type="kitchen",
         split=split, task_type=task_type, instruction=f"do the {task_type} task", object_type="Mug",
         target_type="Fridge", status=status, detail="" if status == "ok" else "step 2: refused",
         plan_length=len(actions), n_samples=len(actions) + 1 if status == "ok" else 0, batch=f"{split}-00000",
-        grammar="alfworld-0.4", renderer="schematic", search="gbf", actions=actions, plan_s=0.01, load_s=0.5,
-        steps_s=0.2, render_s=0.05, write_s=0.001)
+        grammar="alfworld-0.4", renderer="schematic", search="gbf", actions=actions)
 
 
 def write_demos(demos: Path, episodes=EPISODES, mutate=None) -> Path:
@@ -294,7 +294,7 @@ def test_real_rollouts_give_sft_records_and_a_card(tmp_path):
                                       renderer="schematic", render_size=160, metadata_dir=str(meta_dir),
                                       out_dir=str(out))
     try:
-        records = demos_mod.run_batch(demos_mod.Batch("train-00000", "train", tasks), settings)
+        records, _ = demos_mod.run_batch(demos_mod.Batch("train-00000", "train", tasks), settings)
     finally:
         planner = demos_mod._WORKER.pop("planner", None)
         if planner is not None:

@@ -153,7 +153,7 @@ def render_card(stats: CardStats, sample: ShardSample, example: list[DemoStep], 
         "deterministic proposer, so instructions follow its templates rather than GPT's phrasing.\n"
         "- Unless `muep.demos.episodes` is null, stage 4 rolls out only a slice of the accepted tasks (48 by "
         "default), picked round-robin over split and task type so that every split and type appears; the split sizes "
-        "of such a slice do not follow `muep.demos.seen_test_fraction`.\n",
+        "of such a slice do not follow the accepted tasks' split sizes.\n",
         "## How to reproduce\n",
         "```bash\n"
         "make run                                  # or, in the project's environment:\n"
