@@ -226,6 +226,25 @@ def test_card_statistics_table_and_figures(tmp_path):
             assert image.format == "PNG" and image.width >= 600 and image.height >= 300
 
 
+def test_card_explains_episode_length_against_alfworlds_walkthroughs(tmp_path):
+    """The episode-length section puts this run's pairs and actions per episode next to the paper's ratio and to
+    ALFWorld's walkthroughs per task type (from muep-alfworld's train_games.parquet)."""
+    demos = write_demos(tmp_path / "demos")
+    walk = tmp_path / "train_games.parquet"
+    pd.DataFrame({"task_type": ["pick_and_place_simple"] * 3 + ["pick_clean_then_place_in_recep"],
+                  "plan_length": [4, 4, 5, 7]}).to_parquet(walk)
+    out = build_card(demos, tmp_path / "reports", ref_root=tmp_path, walkthroughs=walk)
+    lengths = out["lengths"]
+    assert (lengths.actions, lengths.pairs) == (5.25, 6.25)  # the four ok episodes: 8, 4, 3 and 6 actions
+    assert lengths.walkthrough_mean == 5.0 and lengths.walkthrough_by_type["pick_and_place_simple"] == 13 / 3
+    assert lengths.weighted == 0.75 * 4 + 0.25 * 8  # our per-type means in ALFWorld's type mix (3:1)
+    assert lengths.opens == 0.5 and lengths.gotos == 2.25  # 2 opens and 3 + 2 + 1 + 3 "go to" in 4 episodes
+    card = (tmp_path / "reports" / "dataset_card.md").read_text(encoding="utf-8")
+    assert "**6.25 image-text pairs per episode** (5.25 actions plus the initial state): 47% below the paper's " \
+           "11.83" in card
+    assert "| pick & place | 4.00 | 4.33 |" in card and "2 x 5.25 = 10.50 here" in card
+
+
 def test_card_is_deterministic(tmp_path):
     demos = write_demos(tmp_path / "demos")
     build_card(demos, tmp_path / "a", ref_root=tmp_path)
