@@ -231,3 +231,21 @@ def test_evaluation_scenes_are_floorplan_scenes(valid_games):
     from tasks.muep.render.thor import _floorplan
 
     assert all(_floorplan(scene_of(g)) == g.floorplan for g in valid_games)
+
+
+def test_world_state_of_an_object_in_two_receptacles_does_not_depend_on_fact_order():
+    from types import SimpleNamespace as NS
+
+    from tasks.muep.world_state import state_from_facts
+
+    def fact(pred, *args):
+        return NS(name=pred, arguments=[NS(name=a) for a in args])
+
+    names = {"o": "mug 1", "r1": "countertop 1", "r2": "coffeemachine 1", "r3": "cabinet 1", "p": "apple 1"}
+    facts = [fact("inReceptacle", "o", "r1"), fact("inReceptacle", "o", "r2"), fact("inReceptacle", "p", "r3")]
+    states = [state_from_facts(f, names, {}) for f in (facts, list(reversed(facts)))]
+    assert states[0] == states[1]
+    assert states[0].placements == {"mug 1": "coffeemachine 1", "apple 1": "cabinet 1"}
+    assert states[0].also_in == {"mug 1": ["countertop 1"]}
+    assert states[0].to_json()["also_in"] == {"mug 1": ["countertop 1"]}
+    assert "also_in" not in state_from_facts(facts[2:], names, {}).to_json()  # one receptacle each: as before
