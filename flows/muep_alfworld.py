@@ -60,7 +60,7 @@ def muep_alfworld(params_file: str | None = None) -> dict:
         games = alfworld_games.read_games(alfworld_games.VALID_ARCHIVE)
         alfworld_games.check_counts(games, alfworld_games.VALID_ARCHIVE, ("valid_seen", "valid_unseen"))
         slog.read(alfworld_games.TRAIN_ARCHIVE, "ALFWorld's training games (in-context examples)")
-        train = alfworld_games.read_games(alfworld_games.TRAIN_ARCHIVE)
+        train = alfworld_games.read_tasks(alfworld_games.TRAIN_ARCHIVE)
         alfworld_games.check_counts(train, alfworld_games.TRAIN_ARCHIVE, ("train",))
         parse_s = time.perf_counter() - start
 

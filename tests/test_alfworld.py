@@ -249,3 +249,15 @@ def test_world_state_of_an_object_in_two_receptacles_does_not_depend_on_fact_ord
     assert states[0].also_in == {"mug 1": ["countertop 1"]}
     assert states[0].to_json()["also_in"] == {"mug 1": ["countertop 1"]}
     assert "also_in" not in state_from_facts(facts[2:], names, {}).to_json()  # one receptacle each: as before
+
+
+def test_training_games_as_in_context_examples(valid_games):
+    from tasks.muep.alfworld_games import TRAIN_ARCHIVE, read_tasks
+    from tasks.muep.alfworld_splits import train_game_records
+
+    records = train_game_records(read_tasks(TRAIN_ARCHIVE), "muep")
+    assert len(records) == 3553 and len({r.floorplan for r in records}) == 108
+    assert not {r.trial for r in records} & {g.trial for g in valid_games}  # no evaluation game among the examples
+    assert sum(not r.places_object for r in records) == 91
+    assert all(not a.startswith("move ") for r in records for a in r.actions)  # in the configured grammar
+    assert round(sum(r.plan_length for r in records) / len(records), 2) == 6.0  # ALFWorld's walkthrough length

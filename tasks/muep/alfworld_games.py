@@ -213,8 +213,24 @@ def trial_of(member: str) -> str:
     return PurePosixPath(member).parts[-2]
 
 
-def parse_game(member: str, raw: bytes, archive: Path | str = "") -> AlfGame:
-    """One game file -> :class:`AlfGame`. ``member`` is its path in the archive (``<split>/<task>/<trial>/...``)."""
+@dataclass(frozen=True)
+class AlfTask:
+    """A game's task without its initial state (what an in-context example needs; cheap to read)."""
+
+    split: str
+    trial: str
+    task_dir: str
+    task_type: str
+    object_type: str
+    mrecep_type: str | None
+    target_type: str
+    floorplan: int
+    goal: str
+    walkthrough: tuple[str, ...]
+
+
+def _read(member: str, raw: bytes, archive: Path | str) -> tuple[AlfTask, str]:
+    """The task fields and the text of ``(:init ...)``."""
     where = f"{archive}:{member}" if archive else member
     parts = PurePosixPath(member).parts
     if len(parts) != 4:
@@ -231,6 +247,25 @@ def parse_game(member: str, raw: bytes, archive: Path | str = "") -> AlfGame:
     goal = _GOAL.search(grammar)
     if goal is None:
         raise DataError(f"{where}: its grammar has no `task` rule with the goal sentence.")
+    return AlfTask(split=split, trial=trial, task_dir=task_dir, **fields, goal=goal.group(1).strip(),
+                   walkthrough=walkthrough), init
+
+
+def parse_task(member: str, raw: bytes, archive: Path | str = "") -> AlfTask:
+    """One game file's task (type, items, floorplan, goal sentence, walkthrough), without parsing its state."""
+    return _read(member, raw, archive)[0]
+
+
+def read_tasks(archive: Path) -> list[AlfTask]:
+    """Every game's task in ``archive``, sorted by (split, task dir, trial)."""
+    tasks = [parse_task(member, raw, archive) for member, raw in iter_members(archive)]
+    return sorted(tasks, key=lambda g: (g.split, g.task_dir, g.trial))
+
+
+def parse_game(member: str, raw: bytes, archive: Path | str = "") -> AlfGame:
+    """One game file -> :class:`AlfGame`. ``member`` is its path in the archive (``<split>/<task>/<trial>/...``)."""
+    where = f"{archive}:{member}" if archive else member
+    task, init = _read(member, raw, archive)
 
     facts: dict[str, list[tuple[str, ...]]] = {}
     for m in _FACT.finditer(init):
@@ -278,9 +313,8 @@ def parse_game(member: str, raw: bytes, archive: Path | str = "") -> AlfGame:
                                   o in flags["toggleable"]))
     objects.sort(key=lambda g: (g.type, _number(g.name)))
     loose.sort(key=lambda nt: (nt[1], _number(nt[0])))
-    return AlfGame(split=split, trial=trial, task_dir=task_dir, **fields, goal=goal.group(1).strip(),
-                   walkthrough=walkthrough, receptacles=receptacles, objects=tuple(objects), loose=tuple(loose),
-                   agent_start=start[0])
+    return AlfGame(**{f: getattr(task, f) for f in AlfTask.__dataclass_fields__}, receptacles=receptacles,
+                   objects=tuple(objects), loose=tuple(loose), agent_start=start[0])
 
 
 def _number(name: str) -> int:
@@ -294,7 +328,7 @@ def read_games(archive: Path, wanted: Callable[[str], bool] | None = None) -> li
     return sorted(games, key=lambda g: (g.split, g.task_dir, g.trial))
 
 
-def check_counts(games: list[AlfGame], archive: Path, splits: tuple[str, ...]) -> None:
+def check_counts(games: list[AlfGame] | list[AlfTask], archive: Path, splits: tuple[str, ...]) -> None:
     """Every split of ``splits`` must be complete: a game missing from the archive is an error naming the archive."""
     counts = Counter(g.split for g in games)
     short = {s: counts.get(s, 0) for s in splits if counts.get(s, 0) != EXPECTED_GAMES[s]}

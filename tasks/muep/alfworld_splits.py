@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from tasks.muep import demos as demos_mod
-from tasks.muep.alfworld_games import AlfGame
+from tasks.muep.alfworld_games import AlfGame, AlfTask
 from tasks.muep.demos import EpisodeRecord, commands_from_plan, scene_context
 from tasks.muep.metadata import (
     SceneMetadata,
@@ -81,7 +81,7 @@ def expert_commands(walkthrough: tuple[str, ...] | list[str], grammar: str) -> l
     return out
 
 
-def places_object(game: AlfGame) -> bool:
+def places_object(game: AlfGame | AlfTask) -> bool:
     """Does the walkthrough put the task's object down? Eight of ALFWorld's evaluation walkthroughs (and 91 of its
     1,642 heat / cool / clean training ones) win without doing so: the object has a second ``inReceptacle`` fact
     (a mug in the coffee machine and on the countertop) that taking it from the other receptacle leaves in place."""
@@ -177,7 +177,9 @@ def clear_scene_cache() -> None:
 
 @dataclass(frozen=True)
 class TrainGameRecord:
-    """One ALFWorld training game, as an in-context example (never an evaluation game)."""
+    """One ALFWorld training game, as an in-context example (never an evaluation game). Its initial state is a
+    metadata scene instance where the metadata stage uses that trial (join on ``scenes.trial``; leave out the
+    ``seen_test`` ones when examples must not come from held-out states)."""
 
     trial: str
     task_dir: str
@@ -190,17 +192,14 @@ class TrainGameRecord:
     actions: list[str]       # the walkthrough in the configured grammar
     plan_length: int
     places_object: bool      # False: the walkthrough wins without putting the object down (see places_object)
-    initial_state: str       # = the metadata's initial_state of a scene instance built from this trial
 
 
-def train_game_records(games: list[AlfGame], grammar: str) -> list[TrainGameRecord]:
+def train_game_records(games: list[AlfTask], grammar: str) -> list[TrainGameRecord]:
     out = []
     for g in games:
-        receptacles, instances = game_state(g, "", keep_all_parents=False)
         actions = expert_commands(g.walkthrough, grammar)
         out.append(TrainGameRecord(g.trial, g.task_dir, g.floorplan, room_type_of(g.floorplan), g.task_type,
-                                   g.object_type, g.target_type, g.goal, actions, len(actions), places_object(g),
-                                   initial_state_id(g.floorplan, receptacles, instances)))
+                                   g.object_type, g.target_type, g.goal, actions, len(actions), places_object(g)))
     return out
 
 
