@@ -76,6 +76,7 @@ def child() -> None:
 
     from flows._runtime import configure_logging, shared_prefect_server
     from flows.muep_demos import muep_demos
+    from tasks import paths
     from tasks.muep import layout
     from tasks.params import load_params
 
@@ -92,8 +93,8 @@ def child() -> None:
         wall = time.perf_counter() - start
         spans = _batch_spans()
     index = pd.read_parquet(layout.EPISODES)
-    # per-episode costs are in the stage's cost report (the data files hold no timings)
-    batches = json.loads((layout.REPORTS / "demos_costs.json").read_text())["batches"]
+    # per-episode costs are the stage's run facts (reports/timings/, no DVC output: the data files hold no timings)
+    batches = json.loads((paths.REPORTS / "timings" / "muep-demos.json").read_text())["batches"]
     per_batch = {b: sum(e[c] for e in eps.values() for c in COSTS) for b, eps in batches.items()}
     costs = {c: sum(e[c] for eps in batches.values() for e in eps.values()) for c in COSTS}
     print(json.dumps({

@@ -85,10 +85,9 @@ def _rollouts(params_file: str | None = None) -> dict:
         report = summarise(index) | {"split_leakage": leakage}
         slog.write(layout.REPORTS / "demos.json", report)
         costs = {b: r["costs"] for b, r in sorted(results.items())}
-        slog.write(layout.REPORTS / "demos_costs.json", {
-            "note": "seconds measured in this run's batches (batches finished by an earlier run are not in it)",
-            "batches": costs,
-            "totals": {c: round(sum(e[c] for b in costs.values() for e in b.values()), 3) for c in COSTS}})
+        slog.run_facts(note="seconds measured in this run's batches (batches finished by an earlier run are not in it)",
+                       batches=costs,
+                       totals={c: round(sum(e[c] for b in costs.values() for e in b.values()), 3) for c in COSTS})
         return report
 
 

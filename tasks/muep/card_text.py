@@ -179,7 +179,7 @@ def render_card(stats: CardStats, sample: ShardSample, example: list[DemoStep], 
         "`episode_id`, `split`, `grammar`, `renderer`, `renderer_version`, `step`, `action` (the action that led to "
         "this state; `null` at step 0), `text_state` and `world_state` (agent location, held object, placements, "
         "opened / hot / cool / clean / toggled objects). `data/muep/demos/episodes.parquet` indexes every attempted "
-        "episode with its status, plan, sample count and initial state (timings are in `reports/muep/demos_costs.json`)."
+        "episode with its status, plan, sample count and initial state (timings are the stage's run facts, `reports/timings/muep-demos.json`, no DVC output)."
         "\n",
         "## Statistics\n",
         statistics_tables(stats, sample),
