@@ -53,7 +53,7 @@ def roboscript_eval(params_file: str | None = None) -> dict:
         run_params, tags = evaluation.mlflow_fields(report, params)
         tracking.log_run(params.tracking, STAGE, report["model"], run_params=run_params, tags=tags | {"stage": STAGE},
                          metrics=evaluation.mlflow_metrics(report), artifacts=outputs,
-                         dataset=evaluation.benchmark_dataset(goals))
+                         dataset=evaluation.benchmark_dataset(goals), started_at=slog.started_at)
         return report["summary"]
 
 

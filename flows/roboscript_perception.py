@@ -46,7 +46,7 @@ def roboscript_perception(params_file: str | None = None) -> dict:
                                                 ep.pipeline.grounding.backend)), figure]
         run_params, tags, metrics = ablation.mlflow_fields(report, ep)
         tracking.log_run(params.tracking, STAGE, f"perception-{ep.arm}", run_params=run_params,
-                         tags=tags | {"stage": STAGE}, metrics=metrics, artifacts=outputs)
+                         tags=tags | {"stage": STAGE}, metrics=metrics, artifacts=outputs, started_at=slog.started_at)
         return report["mean"]
 
 

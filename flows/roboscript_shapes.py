@@ -38,7 +38,7 @@ def roboscript_shapes(params_file: str | None = None) -> dict:
         target = slog.write(layout.REPORTS / "shapes.json", report)
         tracking.log_run(params.tracking, STAGE, f"shapes-{ep.arm}", tags={"stage": STAGE},
                          run_params={"repeats": report["repeats"], "arm": ep.arm, "perception": ep.perception},
-                         metrics=shapes.mlflow_metrics(report), artifacts=[target, figure])
+                         metrics=shapes.mlflow_metrics(report), artifacts=[target, figure], started_at=slog.started_at)
         return report["mean"]
 
 

@@ -113,6 +113,7 @@ class StageLog:
 
     def __enter__(self) -> StageLog:
         self._start = time.perf_counter()
+        self.started_at = time.time()  # epoch seconds: MLflow runs logged at the end take it as their start
         log.info("[%s] started", self.stage)
         return self
 

@@ -145,5 +145,5 @@ def render(width: int = 120) -> str:
         for line in lines:
             table.add_row(line.stage, line.headline, _took(line.stage), line.report)
         console.print(table)
-    console.print("Full metrics: dvc metrics show --json; runs: mlflow ui --backend-store-uri sqlite:///mlflow.db")
+    console.print("Full metrics: dvc metrics show --json; runs in MLflow's UI: embp ui; stage times: reports/timings/")
     return console.export_text()
