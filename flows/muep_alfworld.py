@@ -81,10 +81,10 @@ def muep_alfworld(params_file: str | None = None) -> dict:
         slog.wrote(layout.ALFWORLD_EPISODES, len(index))
         slog.wrote(layout.ALFWORLD_TRAIN_GAMES, len(examples))
         available = {s: sum(g.split == s for g in games) for s in ("valid_seen", "valid_unseen")}
-        report = summarise(index, available, examples) | {"grammar": demos.grammar, "seconds": {
-            "parse": round(parse_s, 2), "play": round(play_s, 2), "load_and_replay": round(costs["load_s"], 2),
-            "plan": round(costs["plan_s"], 2)}}
+        report = summarise(index, available, examples) | {"grammar": demos.grammar}
         slog.write(layout.REPORTS / "alfworld.json", report)
+        slog.run_facts(seconds={"parse": round(parse_s, 2), "play": round(play_s, 2),
+                                "load_and_replay": round(costs["load_s"], 2), "plan": round(costs["plan_s"], 2)})
         log.info("[%s] %s episodes ok; %d excluded", STAGE, report["episodes"], len(report["excluded"]))
         return report
 

@@ -59,7 +59,7 @@ def _eval_lines() -> list[Line]:
 
 
 def _train_lines() -> list[Line]:
-    return [_line(f"muep-train ({path.stem})", path,
+    return [_line(f"muep-train@{path.stem}", path,
                   lambda r: f"loss {_num(r.get('first_loss'))} -> {_num(r.get('final_loss'))}, "
                             f"eval loss {_num(r.get('eval_loss'))}")
             for path in sorted(muep.TRAIN_REPORTS.glob("*.json"))]

@@ -422,6 +422,9 @@ def expect_games(games: GameEngine, batch: Batch, metadata_dir: str) -> None:
     games.expect(problems)
 
 
+SHARD_MTIME = 0.0  # the epoch: shard members carry no time of writing
+
+
 def run_batch(batch: Batch, settings: DemoSettings) -> tuple[list[EpisodeRecord], dict[str, dict[str, float]]]:
     """Roll out a batch and commit it: shard first, then the index part (the commit mark), both atomic. Returns the
     records and each episode's costs (seconds per :data:`COSTS`), which belong in the report, not the data."""
@@ -442,7 +445,9 @@ def run_batch(batch: Batch, settings: DemoSettings) -> tuple[list[EpisodeRecord]
     shard = out / "shards" / f"{batch.batch_id}.tar"
     with atomic_path(shard) as tmp:
         with open(tmp, "wb") as stream:
-            writer = wds.TarWriter(stream)
+            # Fixed member mtime, owner and mode: webdataset stamps each member with the wall clock otherwise, and
+            # a shard is a DVC output that must be the same bytes for the same inputs.
+            writer = wds.TarWriter(stream, mtime=SHARD_MTIME, user="", group="", mode=0o444)
             for s in all_samples:
                 writer.write({"__key__": s.key, "png": s.image, "json": json.dumps(s.meta).encode("utf-8")})
             writer.close()

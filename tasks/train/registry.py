@@ -52,7 +52,6 @@ class ModelCard:
     hyperparameters: dict = field(default_factory=dict)
     dataset: dict = field(default_factory=dict)
     trained_steps: int = 0
-    mlflow_run_id: str | None = None
 
     def write(self, model_dir: Path) -> None:
         from core.io import write_json
