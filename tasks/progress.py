@@ -17,6 +17,10 @@ from tasks.paths import rel
 
 log = logging.getLogger("embp")
 
+# The run-facts files this process wrote (``StageLog.__exit__``): the stage's entry point adds what the whole process
+# took around the flow (flows._runtime.run_stage), so every run measures its own orchestration overhead.
+FACTS_WRITTEN: list[Path] = []
+
 
 def _fmt_s(seconds: float) -> str:
     if seconds < 60:
@@ -154,8 +158,9 @@ class StageLog:
             from core.io import write_json
             from tasks.paths import REPORTS
 
-            write_json(REPORTS / "timings" / f"{self.stage}.json",
-                       {"stage": self.stage, "wall_s": round(seconds, 2)} | self.facts)
+            facts_file = REPORTS / "timings" / f"{self.stage}.json"
+            write_json(facts_file, {"stage": self.stage, "wall_s": round(seconds, 2)} | self.facts)
+            FACTS_WRITTEN.append(facts_file)
             log.info("[%s] done in %s: read %d inputs, wrote %d outputs", self.stage, took, len(self.reads),
                      len(self.writes))
         else:
