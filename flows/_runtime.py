@@ -8,9 +8,11 @@ write reports through :meth:`tasks.progress.StageLog.write`, log MLflow runs thr
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Hashable, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -121,13 +123,36 @@ def shared_prefect_server():
             os.environ.pop("PREFECT_API_URL", None)
 
 
+def record_overhead(ready: float, ended: float) -> None:
+    """Add to the run facts this process wrote what the process took around the stage's own work:
+    ``process_s`` (interpreter start to flow end), ``startup_s`` (interpreter, imports, params check, Prefect server
+    lease) and ``overhead_s`` = process_s - wall_s (everything that is not the stage's work: orchestration)."""
+    import psutil
+
+    from core.io import write_json
+    from tasks.progress import FACTS_WRITTEN
+
+    born = psutil.Process().create_time()
+    for path in FACTS_WRITTEN:
+        try:
+            facts = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        process_s = ended - born
+        write_json(path, facts | {"process_s": round(process_s, 2), "startup_s": round(ready - born, 2),
+                                  "overhead_s": round(process_s - float(facts.get("wall_s", 0.0)), 2)})
+    FACTS_WRITTEN.clear()
+
+
 def run_stage(stage: str, flow: Callable[..., Any], params_file: str | None = None) -> int:
     """Validate params, run the flow, and turn failures into one paragraph and an exit code."""
     configure_logging()
     try:
         load_params(params_file)  # fail on bad params before Prefect starts or anything is written
         with shared_prefect_server():
+            ready = time.time()
             flow(params_file=params_file)
+        record_overhead(ready, time.time())
     except PipelineError as exc:
         print(f"\nerror in stage {stage}: {exc.paragraph()}", file=sys.stderr)
         return 2

@@ -127,6 +127,29 @@ def dvc_deps(write: Annotated[bool, typer.Option("--write", help="Rewrite the co
         raise typer.Exit(1)
 
 
+@app.command("ui")
+def ui(port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
+       host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+       params: ParamsOption = None) -> None:
+    """Browse the runs: `mlflow ui` on this project's tracking store, with a link per experiment that opens its runs
+    table (MLflow 3 otherwise opens on its GenAI overview)."""
+    import os
+
+    from tasks import tracking
+    from tasks.params import load_params
+
+    try:
+        settings = load_params(params).tracking
+    except PipelineError as exc:
+        _fail(exc)
+    base = f"http://{host}:{port}"
+    for name, link in sorted(tracking.experiment_links(settings, base).items()):
+        typer.echo(f"{name:32} {link}")
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    os.execvp("mlflow", ["mlflow", "ui", "--backend-store-uri", tracking.tracking_uri(settings), "--host", host,
+                         "--port", str(port)])
+
+
 @app.command("summary")
 def summary_command(width: Annotated[int, typer.Option(help="Table width in columns.")] = 120) -> None:
     """The headline numbers of every stage's last report, and where each report is."""

@@ -9,6 +9,7 @@ import logging
 import shutil
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
@@ -130,13 +131,14 @@ def _evaluate(params_file: str | None = None) -> dict:
             for split in real.splits:
                 split_results = results[(row, split)]
                 row_results += split_results
-                path = write_results(layout.REAL_EVAL / row / f"{split}.jsonl", split_results)
+                path = write_results(layout.REAL_EVAL / row / f"{split}.jsonl", split_results, timings=False)
                 run_params, tags = run_fields("hf", info, ev, split, len(split_results), version, episodes_sha,
                                               grammar)
                 run_params |= {"action_selection": ev.hf.action_selection, "dtype": ev.hf.dtype, "row": row}
                 log_run(params.tracking, info.label, split, run_params, tags | {"real_model_row": row},
                         split_results, path)
-            reports[row] = metrics.report(row_results) | {"label": info.label, "model": info.model,
+            model = paths.rel(Path(info.model)) if Path(info.model).is_absolute() else info.model
+            reports[row] = metrics.report(row_results) | {"label": info.label, "model": model,
                                                            "action_selection": ev.hf.action_selection}
         report = {"episodes": [s.episode_id for s in specs], "splits": list(real.splits),
                   "episodes_per_split": real.episodes, "dataset_version": version, "rows": reports,
@@ -146,8 +148,11 @@ def _evaluate(params_file: str | None = None) -> dict:
         speed = {f"{row}/{k}": v for row, t in timing.items() for k, v in t.items()}
         speed |= {f"{row}/cpu_s_per_decision": t["cpu_s"] / t["decisions"] for row, t in timing.items()
                   if t["decisions"]}
+        slog.run_facts(rows={row: {k: round(v, 3) for k, v in speed.items() if k.startswith(f"{row}/")}
+                             for row in variants})      # times: run facts and MLflow, never the DVC outputs
         tracking.log_run(params.tracking, "real-model", STAGE, run_params={"rows": ",".join(variants),
-                         "episodes": len(specs), "workers": real.workers}, metrics=speed, tags={"stage": STAGE})
+                         "episodes": len(specs), "workers": real.workers}, metrics=speed, tags={"stage": STAGE},
+                         started_at=slog.started_at)
         for row, t in timing.items():
             log.info("[%s] %s: %d decisions, %.2f CPU s each (%.0f s wall in its batches)", STAGE, row,
                      t["decisions"], t["cpu_s"] / max(1, t["decisions"]), t["wall_s"])

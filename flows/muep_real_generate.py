@@ -69,12 +69,13 @@ def generate_slice(params: Params, slog: StageLog) -> dict:
         "accepted_of_asked": f"{filtered['accepted']} of {gen.tasks_per_request * len(chosen)}",
     }
     slog.write(layout.REAL_REPORTS / "generate.json", report)
-    timing = {"load_s": loaded - started, "answer_s": answered - loaded, "llm_calls": client.calls,
-              "cache_hits": client.cache_hits} | client_speed(client)
+    timing = {"load_s": round(loaded - started, 2), "answer_s": round(answered - loaded, 2),
+              "llm_calls": client.calls, "cache_hits": client.cache_hits} | client_speed(client)
+    slog.run_facts(llm=timing)           # what this run measured: run facts and MLflow, never the DVC outputs
     tracking.log_run(params.tracking, "real-model", STAGE, run_params={"model": report["model"],
                      "scenes": len(chosen), "tasks_per_request": gen.tasks_per_request},
                      metrics=timing | {"accepted": filtered["accepted"], "tasks_parsed": generated["tasks_parsed"]},
-                     tags={"stage": STAGE})
+                     tags={"stage": STAGE}, started_at=slog.started_at)
     log.info("[%s] %d requests (%d calls, %d cached) in %.1f s; %d tasks parsed, %d lines rejected, %d accepted by "
              "the filter", STAGE, generated["requests"], client.calls, client.cache_hits, answered - loaded,
              generated["tasks_parsed"], generated["lines_rejected"], filtered["accepted"])

@@ -58,16 +58,19 @@ def muep_train(params_file: str | None = None, baseline: str | None = None, prof
     baselines)."""
     train, tracking = train_params(params_file, section, profile=profile, max_steps=max_steps,
                                    baselines=[baseline] if baseline else None)
-    with StageLog(STAGE) as slog:
+    # One baseline per DVC stage (muep-train-tiny@<name>): each keeps its own run facts, reports/timings/muep-train@<name>.json
+    with StageLog(f"{STAGE}@{baseline}" if baseline else STAGE) as slog:
         plans = [plan_run(name, train, base=base) for name in train.baselines]   # every check before any compute
         for plan in plans:
             slog.read(plan.sft_dir / "train.jsonl", f"{plan.dataset['records']} records for {plan.spec.name}")
-        reports = {}
+        reports, facts = {}, {}
         for plan in plans:
             report = train_baseline(plan, tracking)
+            facts[plan.spec.name] = report.pop("run_facts")   # speed, memory, run id: not part of the output
             slog.wrote(plan.model_dir / "baseline.json")
             slog.write(REPORTS / f"{plan.spec.name}.json", report)
             reports[plan.spec.name] = report
+        slog.run_facts(baselines=facts)
         return reports
 
 

@@ -34,7 +34,9 @@ def roboscript_perception(params_file: str | None = None) -> dict:
             slog.wrote(detector)
         started = time.monotonic()
         results, pool_info = run_goals(ep, {t.key: ablation.goal(t, ep, detector) for t in trials}, STAGE, "trials")
-        report = ablation.report(results, skipped, ep, pool_info, time.monotonic() - started)
+        report = ablation.report(results, skipped, ep)
+        slog.run_facts(pool=pool_info, episodes_s=round(time.monotonic() - started, 2),
+                       perception_s=ablation.perception_seconds(results))
         figure = layout.REPORTS / "figures" / "perception_ablation.png"
         ablation.plot(report, ep.ablation.settings, figure)
         slog.wrote(figure)
@@ -44,7 +46,7 @@ def roboscript_perception(params_file: str | None = None) -> dict:
                                                 ep.pipeline.grounding.backend)), figure]
         run_params, tags, metrics = ablation.mlflow_fields(report, ep)
         tracking.log_run(params.tracking, STAGE, f"perception-{ep.arm}", run_params=run_params,
-                         tags=tags | {"stage": STAGE}, metrics=metrics, artifacts=outputs)
+                         tags=tags | {"stage": STAGE}, metrics=metrics, artifacts=outputs, started_at=slog.started_at)
         return report["mean"]
 
 

@@ -93,8 +93,7 @@ def roboscript_real(params_file: str | None = None) -> dict:
         goals = {t.id: evaluation.goal_for(t, codes[t.id].code, ep) for t in tasks if t.id in codes}
         results, pool_info = run_goals(ep, goals, STAGE, "tasks")
         ran = time.perf_counter()
-        report, details = evaluation.build_report(tasks, codes, results, model, ep, pool_info, ran - answered)
-        report.pop("wall_s")                                         # a data output holds no timing
+        report, details, facts = evaluation.build_report(tasks, codes, results, model, ep, pool_info)
         report["llm"] = describe_backend(code_llm)
         report["llm_kind"] = backend_kind(code_llm)
         report["code_checks"] = {"tasks": len(codes), "passing": sum(c.check_ok for c in codes.values()),
@@ -113,11 +112,14 @@ def roboscript_real(params_file: str | None = None) -> dict:
         run_params |= {"tasks_of_benchmark": f"{len(tasks)} of {len(benchmark)}", "repeats": rs.repeats}
         tracking.log_run(params.tracking, evaluation_experiment(), model, run_params=run_params,
                          tags=tags | {"stage": STAGE}, metrics=evaluation.mlflow_metrics(report), artifacts=outputs,
-                         dataset=evaluation.benchmark_dataset(goals))
-        tracking.log_run(params.tracking, "real-model", STAGE, run_params={"model": report["llm"]},
-                         metrics={"load_s": loaded - started, "answer_s": answered - loaded, "robot_s": ran - answered,
-                                  "llm_calls": client.calls, "cache_hits": client.cache_hits} | client_speed(client),
-                         tags={"stage": STAGE})
+                         dataset=evaluation.benchmark_dataset(goals), started_at=slog.started_at)
+        # what this run measured (times, speed, the pool): run facts and MLflow, never the DVC outputs
+        speed = {"load_s": round(loaded - started, 2), "answer_s": round(answered - loaded, 2),
+                 "robot_s": round(ran - answered, 2), "llm_calls": client.calls,
+                 "cache_hits": client.cache_hits} | client_speed(client)
+        slog.run_facts(**facts, llm=speed)
+        tracking.log_run(params.tracking, "real-model", STAGE, run_params={"model": report["llm"]}, metrics=speed,
+                         tags={"stage": STAGE}, started_at=slog.started_at)
         log.info("[%s] %s: %d LLM calls (%d cached) in %.1f s; Table I %s", STAGE, report["llm"], client.calls,
                  client.cache_hits, answered - loaded, report["summary"])
         return report["summary"]

@@ -173,13 +173,12 @@ class EpisodeRunner:
         self.backend = backend
         self.name = name
         self.isolation = isolation
-        self._world_key: str | None = None
 
     def _load(self, world: World) -> None:
-        key = json.dumps(world.to_json(), sort_keys=True)
-        if key != self._world_key:
-            self.backend.load_world(world)
-            self._world_key = key
+        """Every goal starts from a fresh backend and its world loaded anew (``RobotBackend.restart``): the same goal
+        gives the same outcome on any runner of a pool, whatever ran there before."""
+        self.backend.restart()
+        self.backend.load_world(world)
 
     def run(self, goal: Goal, on_feedback: Callable[[dict], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> dict:

@@ -39,13 +39,10 @@ CLIENT_GRACE_S = 3.0
 
 
 def _master_alive(caller_id: str) -> bool:
-    import rosgraph
+    """The master answers within 2 s (rosgraph's own proxy has no timeout: a half-dead master could hang it)."""
+    from robot.client import master_up
 
-    try:
-        rosgraph.Master(caller_id).getPid()
-        return True
-    except Exception:  # noqa: BLE001 - socket errors, XML-RPC faults: the master is unreachable
-        return False
+    return master_up(os.environ.get("ROS_MASTER_URI", "http://localhost:11311"), timeout_s=2.0)
 
 
 def _watch_master(caller_id: str, grace_s: float) -> None:

@@ -84,13 +84,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def default_data(tmp_path_factory) -> Path:
-    """The default pipeline's MuEP data up to the SFT export (``dvc repro muep-sft``), built once per test session
-    in a throw-away copy of the repository. Returns the copy's root."""
+    """The default pipeline (``dvc repro``, every stage) run once per test session in a throw-away copy of the
+    repository: the data the tests of built outputs read, and the first of the two runs the reproducibility test
+    compares. Returns the copy's root."""
     from repo_copy import copy_repo, run_checked
 
     work = tmp_path_factory.mktemp("default-data")
     env = copy_repo(work)
-    run_checked(["dvc", "repro", "muep-sft"], work, env, timeout=1800)
+    run_checked(["dvc", "repro"], work, env, timeout=3600)
     return work
 
 

@@ -50,7 +50,7 @@ def test_baseline_trains_saves_reloads_and_acts(name, workdir):
     report = session.train()
     losses = report["losses"]
     assert len(losses) == 6 and losses[-1] < losses[0], losses
-    assert report["tokens_per_s"] > 0 and report["trainable_params"] == sum(
+    assert report["run_facts"]["tokens_per_s"] > 0 and report["trainable_params"] == sum(
         p.numel() for p in model.parameters() if p.requires_grad)
 
     card = json.loads((plan.model_dir / "baseline.json").read_text())

@@ -95,7 +95,7 @@ def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_pe
     plan = plan_run("smollm2-135m", params, sft_dir=sft)
     session = TrainSession(plan, tracking_in(tmp_path))
     report = session.train()
-    assert report["steps"] == 1 and report["tokens_per_s"] > 0
+    assert report["steps"] == 1 and report["run_facts"]["tokens_per_s"] > 0 and "tokens_per_s" not in report
     card = json.loads((plan.model_dir / "baseline.json").read_text())
     assert card["base_parts"] == {"model": "smollm2-135m-instruct"}       # a name, not a machine's cache path
     _check_peft_dir(plan.model_dir / "adapter", "HuggingFaceTB/SmolLM2-135M-Instruct")

@@ -53,7 +53,9 @@ def test_dvc_repro_trains_the_tiny_profile_and_logs_to_mlflow(workdir):
         card = json.loads((work / f"models/{name}/baseline.json").read_text())
         assert card["profile"] == "tiny" and card["trained_steps"] == 3
         report = json.loads((work / f"reports/muep/train/{name}.json").read_text())
-        run = client.get_run(report["mlflow_run_id"])
+        assert not {"mlflow_run_id", "tokens_per_s", "train_seconds", "peak_memory_mb"} & report.keys()
+        facts = json.loads((work / f"reports/timings/muep-train@{name}.json").read_text())
+        run = client.get_run(facts["baselines"][name]["mlflow_run_id"])
         assert run.info.experiment_id == experiment.experiment_id and run.info.status == "FINISHED"
         assert len(client.get_metric_history(run.info.run_id, "train_loss")) == 3
         assert not (work / f"models/{name}/checkpoints").exists()

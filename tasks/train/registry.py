@@ -52,7 +52,6 @@ class ModelCard:
     hyperparameters: dict = field(default_factory=dict)
     dataset: dict = field(default_factory=dict)
     trained_steps: int = 0
-    mlflow_run_id: str | None = None
     notes: list = field(default_factory=list)
     """What this run cannot reproduce of the paper's baseline (``tasks.train.baselines.reproduction_notes``)."""
 

@@ -119,8 +119,8 @@ class TrainSession:
                 eval_loss = evaluate(self.model, self.batcher(plan.held_out), n_batches, plan.device)
             report = self._save(result, eval_loss, logger.run_id)
             logger.dataset("muep-sft-train", plan.dataset["sha256"], plan.dataset["path"], plan.dataset["records"])
-            metrics = {k: report[k] for k in ("final_loss", "tokens_per_s", "train_seconds", "peak_memory_mb",
-                                              "trainable_params")}
+            metrics = {k: (report | report["run_facts"])[k] for k in ("final_loss", "tokens_per_s", "train_seconds",
+                                                                     "peak_memory_mb", "trainable_params")}
             if eval_loss is not None:
                 metrics["eval_loss"] = eval_loss
             logger.finish(metrics, self._artifacts())
@@ -148,14 +148,17 @@ class TrainSession:
                   base_parts=self.stored_parts, adapter_dir="adapter", prompt_template=plan.spec.template,
                   quantize_4bit=plan.hyper.quantize_4bit, history_window=plan.hyper.history_window,
                   max_seq_len=plan.hyper.max_seq_len, hyperparameters=plan.hyper.as_dict(), dataset=plan.dataset,
-                  trained_steps=result.steps, mlflow_run_id=run_id, notes=self.notes()).write(plan.model_dir)
+                  trained_steps=result.steps, notes=self.notes()).write(plan.model_dir)
         return {"baseline": plan.spec.name, "profile": plan.profile, "steps": result.steps,
                 "resumed_from_step": result.resumed_from, "first_loss": result.losses[0][1],
                 "final_loss": result.losses[-1][1], "losses": [loss for _, loss in result.losses],
-                "eval_loss": eval_loss, "tokens": result.tokens, "tokens_per_s": round(result.tokens_per_s, 1),
-                "train_seconds": round(result.seconds, 2), "peak_memory_mb": round(result.peak_memory_mb, 1),
-                "trainable_params": self.n_trainable, "total_params": self.n_total, "mlflow_run_id": run_id,
-                "model_dir": paths.rel(plan.model_dir), "cannot_reproduce": self.notes()}
+                "eval_loss": eval_loss, "tokens": result.tokens, "trainable_params": self.n_trainable,
+                "total_params": self.n_total, "model_dir": paths.rel(plan.model_dir),
+                "cannot_reproduce": self.notes(),
+                # What this run measured, not what it computed: the flow files these as run facts
+                # (reports/timings/muep-train.json) and MLflow keeps them; the model and report stay the same bytes.
+                "run_facts": {"tokens_per_s": round(result.tokens_per_s, 1), "train_seconds": round(result.seconds, 2),
+                              "peak_memory_mb": round(result.peak_memory_mb, 1), "mlflow_run_id": run_id}}
 
     def notes(self) -> list[str]:
         from tasks.train.baselines import reproduction_notes

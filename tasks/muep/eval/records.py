@@ -80,7 +80,7 @@ class EpisodeResult:
     success: bool                  # the game's goal holds (every goal condition) at the end
     end_reason: str                # one of END_REASONS
     agent_calls: int               # model requests the agent made (0 for oracle / random)
-    wall_s: float
+    wall_s: float | None = None    # None where read back from a file written without timings
     steps: tuple[StepRecord, ...] = field(default_factory=tuple)
     error: str | None = None       # why the agent could not start the episode (end_reason "agent_error")
 

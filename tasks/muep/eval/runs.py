@@ -51,11 +51,15 @@ def metric_values(total: Tally, by_type: dict[str, Tally]) -> dict[str, float]:
     return out
 
 
-def write_results(path: Path, results: Sequence[EpisodeResult]) -> Path:
-    """One JSON line per episode (trajectory and metrics), by episode id; atomic."""
+def write_results(path: Path, results: Sequence[EpisodeResult], timings: bool = True) -> Path:
+    """One JSON line per episode (trajectory and metrics), by episode id; atomic. ``timings=False`` leaves out each
+    episode's wall seconds (a DVC output that must be the same bytes for the same inputs)."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as stream:
         for r in sorted(results, key=lambda r: r.episode_id):
-            stream.write(json.dumps(r.to_json() | {"metrics": episode_metrics(r).__dict__}, ensure_ascii=False) + "\n")
+            line = r.to_json() | {"metrics": episode_metrics(r).__dict__}
+            if not timings:
+                line.pop("wall_s")
+            stream.write(json.dumps(line, ensure_ascii=False) + "\n")
     return path
 
 

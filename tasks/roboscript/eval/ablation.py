@@ -99,14 +99,13 @@ def summarise(results: dict[str, dict], settings: list[str]) -> dict:
     return {"success": rates, "mean": means, "drop_points": drops}
 
 
-def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, pool_info: dict,
-           wall_s: float) -> dict:
-    """reports/roboscript/perception.json: the settings, the success table and its means, how repeats ended."""
+def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams) -> dict:
+    """reports/roboscript/perception.json: the settings, the success table and its means, how repeats ended (the
+    perception time per setting is a run fact: :func:`perception_seconds`)."""
     ab = ep.ablation
     return {"settings": ab.settings, "objects": ab.objects, "studies": ab.studies, "repeats": ab.repeats,
             "arm": ep.arm, "grounding": ep.pipeline.grounding.backend, "grasp": ep.pipeline.grasp,
-            **summarise(results, ab.settings), "outcomes": failures(results), "not_applicable": skipped,
-            "perception_s": perception_seconds(results), "pool": pool_info, "wall_s": round(wall_s, 2)}
+            **summarise(results, ab.settings), "outcomes": failures(results), "not_applicable": skipped}
 
 
 def mlflow_fields(report: dict, ep: RobotEvalParams) -> tuple[dict, dict, dict[str, float]]:

@@ -177,10 +177,13 @@ def runner_pool(ep: RobotEvalParams) -> Iterator[tuple[RunnerPool, dict]]:
 
 
 def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results: dict[str, dict],
-                 model: str, ep: RobotEvalParams, pool_info: dict, wall_s: float) -> tuple[dict, dict]:
-    """(the metrics report -- eval.json, a DVC metrics file --, the details: code, per-repeat outcomes, pool)."""
+                 model: str, ep: RobotEvalParams, pool_info: dict) -> tuple[dict, dict, dict]:
+    """(the metrics report -- eval.json, a DVC metrics file --, the details -- code, per-repeat outcomes --, the run
+    facts: the pool, which runner ran each task, repeat wall times; they change from run to run, so they stay out of
+    the DVC outputs)."""
     per_task: dict[str, Any] = {}
     details: dict[str, Any] = {}
+    ran: dict[str, Any] = {}
     for task in tasks:
         code = codes.get(task.id)
         result = results.get(task.id)
@@ -192,17 +195,18 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
             "instruction": task.instruction, "items": [i.describe() for i in task.evaluation],
             "error": metrics["error"], "code": code.code if code else None,
             "code_check_ok": code.check_ok if code else None, "code_check_reasons": list(code.reasons) if code else [],
-            "runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
-            "runner_errors": (result or {}).get("runner_errors", []),
             "repeats": [{"status": r["status"], "success": r["success"], "error": r["error"],
-                         "items": r["items"], "steps": r["steps"], "wall_s": r["wall_s"]}
+                         "items": r["items"], "steps": r["steps"]}
                         for r in (result or {}).get("repeats", [])]}
+        ran[task.id] = {"runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
+                        "runner_errors": (result or {}).get("runner_errors", []),
+                        "repeat_wall_s": [r["wall_s"] for r in (result or {}).get("repeats", [])]}
     settings = {"repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                 "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "runners": len(pool_info["runners"])}
-    report = {"model": model, "kind": coder_kind(model), "settings": settings, "summary": summary(per_task), "tasks": per_task,
-              "wall_s": round(wall_s, 2)}
-    return report, {"model": model, "pool": pool_info, "tasks": details,
-                    "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
+    report = {"model": model, "kind": coder_kind(model), "settings": settings, "summary": summary(per_task),
+              "tasks": per_task}
+    details = {"model": model, "tasks": details, "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
+    return report, details, {"pool": pool_info, "tasks": ran}
 
 
 def run_record(report: dict) -> dict:

@@ -72,7 +72,6 @@ def task_metrics(result: dict | None, n_items: int, repeats: int | None = None) 
         "repeats": n,
         "repeats_run": len(ran),
         "statuses": dict(sorted(statuses.items())),
-        "mean_repeat_wall_s": round(sum(r["wall_s"] for r in ran) / len(ran), 4) if ran else None,
         "error": error,
     }
 

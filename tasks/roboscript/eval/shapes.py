@@ -165,8 +165,7 @@ def success_rate(result: dict) -> float | None:
     return round(sum(bool(r.get("success")) for r in repeats) / len(repeats), 4)
 
 
-def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, pool_info: dict,
-           wall_s: float) -> dict:
+def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams) -> dict:
     """reports/roboscript/shapes.json from the results by ``<study>/<asset>``: success per study and object, means,
     how each trial's repeats ended."""
     rates: dict[str, dict] = {}
@@ -177,8 +176,7 @@ def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, p
                 for key, res in results.items()}
     return {"repeats": ep.shapes.repeats, "arm": ep.arm, "perception": ep.perception, "success": rates,
             "not_applicable": skipped, "statuses": statuses,
-            "mean": {s: round(sum(v or 0 for v in r.values()) / len(r), 4) for s, r in rates.items() if r},
-            "pool": pool_info, "wall_s": round(wall_s, 2)}
+            "mean": {s: round(sum(v or 0 for v in r.values()) / len(r), 4) for s, r in rates.items() if r}}
 
 
 def mlflow_metrics(report: dict) -> dict[str, float]:

@@ -1,0 +1,126 @@
+"""Benchmark of the whole pipeline as a user runs it: `dvc repro` of a fresh copy, per-stage work and orchestration.
+
+    python bench/pipeline.py                    # the default pipeline in a fresh copy (outputs regenerated)
+    python bench/pipeline.py --profile paper    # a profile (`embp run --profile paper`), same table
+    python bench/pipeline.py --keep DIR         # keep the copy in DIR (to look at its outputs)
+
+The copy holds the repository's tracked and untracked-but-not-ignored files, minus data/, models/, reports/ and
+dvc.lock, committed to a fresh git repository, so every stage runs. The clock is the wall time of the whole
+`embp run` (DVC, every stage process, the shared Prefect server's start). Per stage, from the run facts each stage
+writes (``reports/timings/<stage>.json``, see flows/_runtime.record_overhead):
+
+* ``work s``: the stage's own work (``StageLog`` from enter to exit: reads, compute, writes);
+* ``process s``: the stage's process from interpreter start to the end of its flow;
+* ``startup s``: interpreter start, imports, params check and the lease on the shared Prefect server (its start
+  included for the first stage, or after the server's idle exit);
+* ``overhead s`` = process - work: what orchestration adds to the stage (imports, Prefect's run bookkeeping).
+
+``dvc + rest`` is the whole run's wall time minus the sum of the stage processes: DVC's own hashing and lock writing,
+interpreter exits, and the server start where no stage waited for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NOT_COPIED = ("data/", "reports/", "models/", "mlflow.db", "mlruns/")
+
+
+def copy_repo(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file() and not rel.startswith(NOT_COPIED) and rel != "dvc.lock":
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.email=bench@localhost", "-c", "user.name=bench", "commit", "-qm", "copy"]):
+        subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
+
+
+def run_pipeline(work: Path, profile: str | None) -> tuple[float, str]:
+    bin_dir = str(Path(sys.executable).parent)
+    env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
+                        "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                        "PREFECT_HOME": str(work / ".prefect-home")}
+    for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
+        env.pop(key, None)
+    cmd = [sys.executable, "-m", "flows.cli", "run"] + (["--profile", profile] if profile else [])
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return wall, proc.stdout + proc.stderr
+
+
+def stage_rows(work: Path, output: str) -> list[dict]:
+    """One row per stage that ran, in the order DVC ran them."""
+    order = [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")]
+    rows = []
+    for stage in order:
+        # foreach stages (muep-train-tiny@opt-6.7b) write their facts as the flow's own name (muep-train@opt-6.7b)
+        candidates = [work / "reports/timings" / f"{stage}.json"]
+        if "@" in stage:
+            flow_name = stage.split("@")[0].removesuffix("-tiny")
+            candidates.append(work / "reports/timings" / f"{flow_name}@{stage.split('@')[1]}.json")
+        facts = next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
+        rows.append({"stage": stage, "work_s": facts.get("wall_s"), "process_s": facts.get("process_s"),
+                     "startup_s": facts.get("startup_s"), "overhead_s": facts.get("overhead_s")})
+    return rows
+
+
+def _f(value) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def print_table(rows: list[dict], wall: float, profile: str | None) -> None:
+    print(f"pipeline: {'default' if not profile else 'profile ' + profile}; {os.cpu_count()} cores; "
+          f"python {platform.python_version()}; {time.strftime('%Y-%m-%d')}")
+    print(f"{'stage':34s} {'work s':>8s} {'process s':>10s} {'startup s':>10s} {'overhead s':>11s}")
+    for r in rows:
+        print(f"{r['stage']:34s} {_f(r['work_s']):>8s} {_f(r['process_s']):>10s} {_f(r['startup_s']):>10s} "
+              f"{_f(r['overhead_s']):>11s}")
+    measured = [r for r in rows if r["process_s"] is not None]
+    processes = sum(r["process_s"] for r in measured)
+    overheads = sorted(r["overhead_s"] for r in measured)
+    print(f"{'all stages':34s} {_f(sum(r['work_s'] or 0 for r in rows)):>8s} {_f(processes):>10s}")
+    if overheads:
+        median = overheads[len(overheads) // 2]
+        print(f"overhead per stage: median {median:.2f} s, max {overheads[-1]:.2f} s over {len(overheads)} stages")
+    print(f"dvc + rest: {wall - processes:.1f} s; whole run: {wall:.1f} s ({wall / 60:.1f} min)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default=None, help="a profile name (profiles/<name>.yaml), as `embp run`")
+    parser.add_argument("--keep", type=Path, default=None, help="run in this folder (created) and keep it")
+    args = parser.parse_args()
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=False)
+        work, cleanup = args.keep.resolve(), None
+    else:
+        cleanup = tempfile.TemporaryDirectory(prefix="embp-bench-pipeline-")
+        work = Path(cleanup.name)
+    try:
+        copy_repo(work)
+        wall, output = run_pipeline(work, args.profile)
+        print_table(stage_rows(work, output), wall, args.profile)
+    finally:
+        if cleanup is not None:
+            cleanup.cleanup()
+
+
+if __name__ == "__main__":
+    main()
