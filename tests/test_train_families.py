@@ -55,7 +55,8 @@ def test_baseline_trains_saves_reloads_and_acts(name, workdir):
 
     card = json.loads((plan.model_dir / "baseline.json").read_text())
     assert card["baseline"] == name and card["profile"] == "tiny" and card["prompt_template"] == spec.template
-    assert (plan.model_dir / card["adapter_dir"] / "trainable.safetensors").exists()
+    adapter_file = "adapter_model.safetensors" if card["method"] == "qlora" else "trainable.safetensors"   # PEFT's
+    assert (plan.model_dir / card["adapter_dir"] / adapter_file).exists()
 
     policy = load_for_inference(plan.model_dir)
     assert policy.kind == spec.kind

@@ -19,8 +19,8 @@ PAPER = {"LLaMA-2-7B", "OPT-6.7B", "Bloomz-3B", "BLIP2", "InstructBLIP", "MiniGP
 
 
 def test_eight_baselines_as_in_the_paper():
-    specs = [get_spec(n) for n in names()]
-    assert {s.paper_name for s in specs} == PAPER
+    specs = [get_spec(n) for n in names() if get_spec(n).paper_name]      # smollm2-135m: ours, not the paper's
+    assert {s.paper_name for s in specs} == PAPER and len(specs) == 8
     for spec in specs:
         assert spec.template in TEMPLATES and spec.family in FAMILIES and spec.trainable
         assert FAMILIES[spec.family].kind == spec.kind

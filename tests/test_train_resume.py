@@ -50,8 +50,8 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
     assert resumed["resumed_from_step"] == 4 and resumed["steps"] == 6
     assert resumed["run_facts"]["mlflow_run_id"] == run_id and not ckpts.exists()
     assert resumed["losses"] == pytest.approx(whole["losses"], abs=1e-6)
-    a = load_file(str(tmp_path / "a/opt-6.7b/adapter/trainable.safetensors"))
-    b = load_file(str(tmp_path / "b/opt-6.7b/adapter/trainable.safetensors"))
+    a = load_file(str(tmp_path / "a/opt-6.7b/adapter/adapter_model.safetensors"))
+    b = load_file(str(tmp_path / "b/opt-6.7b/adapter/adapter_model.safetensors"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
