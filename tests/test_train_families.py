@@ -64,9 +64,16 @@ def test_baseline_trains_saves_reloads_and_acts(name, workdir):
     image = ImageStore(root).load(example.image_shard, example.image_key) if spec.kind == "vision" else None
     prompt = policy.prompt_body(example.instruction, example.history, example.observation)
     inputs = policy.inputs(prompt, image, 0)
+    model.eval()   # as the reloaded policy is: no LoRA dropout
     with torch.no_grad():
         trained = model(**inputs).logits
-    assert torch.allclose(trained, policy.logits(prompt, image), atol=1e-5, rtol=0)
+    reloaded = policy.logits(prompt, image)
+    # A 4-bit base is quantised again at load, and bitsandbytes' CPU backend repacks a layer's quantisation state in
+    # place at its first forward (measured: the absmax tensor changes), so a reloaded 4-bit model matches the one in
+    # memory to ~5e-3 in logits, with the same greedy tokens; every other baseline reloads exactly.
+    atol = 1e-2 if card["quantize_4bit"] else 1e-5
+    assert torch.allclose(trained, reloaded, atol=atol, rtol=0), (trained - reloaded).abs().max()
+    assert torch.equal(trained.argmax(-1), reloaded.argmax(-1))
 
     action = policy.generate(prompt, image, max_new_tokens=6)
     assert isinstance(action, str) and action.strip()
