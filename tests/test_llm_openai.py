@@ -384,6 +384,20 @@ def test_concurrency_is_bounded_and_real(server, tmp_path, concurrency):
     assert [a.text for a in answers] == [f"echo: scene {i}" for i in range(8)]
 
 
+def test_identical_requests_in_flight_are_asked_once(server, tmp_path):
+    """Duplicates in one batch: one server call each distinct prompt, the rest cache hits, whatever the timing --
+    so the stage's call and hit counts are the same on every run."""
+    server.handler_delay_s = 0.1
+    params = llm_params(server, concurrency=4)
+    requests = [user(f"scene {i % 3}", params) for i in range(9)]
+    client = build_client(params, cache_dir=tmp_path)
+
+    answers = client.complete_many(requests)
+
+    assert server.calls == 3 and client.calls == 3 and client.cache_hits == 6
+    assert [a.text for a in answers] == [f"echo: scene {i % 3}" for i in range(9)]
+
+
 # -------------------------------------------------------------------------------------------------------- 9. the key
 
 

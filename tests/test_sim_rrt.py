@@ -45,10 +45,25 @@ def test_no_seed_gives_a_path_that_starts_at_the_goal():
     assert firsts == {tuple(start)}
 
 
-def test_an_enclosed_goal_is_none_within_the_time_limit():
+def test_an_enclosed_goal_is_none_within_the_iteration_budget():
     boxed = lambda a, b: _segment_free(a, b) and all(  # noqa: E731 - a goal inside a closed square
         not (0.4 <= p[0] <= 0.8 and 0.3 <= p[1] <= 0.7) or (0.45 < p[0] < 0.75 and 0.35 < p[1] < 0.65)
         for p in (a + t * (b - a) for t in np.linspace(0.0, 1.0, 25)))
     path = rrt_connect(np.array([-0.6, 0.5]), np.array([0.6, 0.5]), boxed, LOWER, UPPER,
-                       np.random.default_rng(0), step=0.1, time_limit_s=0.5)
+                       np.random.default_rng(0), step=0.1, max_iterations=500)
     assert path is None
+
+
+def test_the_same_seed_gives_the_same_path_whatever_the_machine_load():
+    """The budget counts iterations, so a plan is a function of its inputs and seed (no clock in it)."""
+    import time
+
+    start, goal = np.array([-0.6, 0.5]), np.array([0.6, 0.5])
+
+    def slow_segment_free(a, b):
+        time.sleep(0.0005)   # a loaded machine: every collision check takes longer
+        return _segment_free(a, b)
+
+    fast = rrt_connect(start, goal, _segment_free, LOWER, UPPER, np.random.default_rng(3), step=0.1)
+    slow = rrt_connect(start, goal, slow_segment_free, LOWER, UPPER, np.random.default_rng(3), step=0.1)
+    assert fast is not None and len(fast) == len(slow) and all(np.array_equal(a, b) for a, b in zip(fast, slow))

@@ -141,9 +141,21 @@ class LLMClient:
         self.calls = 0
         self.cache_hits = 0
         self._count_lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
 
     def complete(self, request: ChatRequest) -> Completion:
+        """One answer, from the cache if it holds one. Identical requests in flight at once are asked once: the others
+        wait for the first and read its cached answer, so ``calls`` and ``cache_hits`` do not depend on thread timing
+        (and a concurrent run pays for each distinct prompt once)."""
         key = request.cache_key(self.backend.name, self.backend.model)
+        if self.cache is None:
+            return self._complete(request, key)
+        with self._count_lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            return self._complete(request, key)
+
+    def _complete(self, request: ChatRequest, key: str) -> Completion:
         if self.cache is not None:
             record = self.cache.get(key)
             if record is not None:
