@@ -23,3 +23,5 @@ QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
 CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
 #: ... and of the code the robot evaluation generates for the benchmark tasks.
 EVAL_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"
+#: Finished goals of the robot flows, ``<stage>/<goal>.json`` (DVC ``persist`` outputs): a killed run resumes.
+GOAL_RESULTS = paths.DATA / "cache" / "roboscript-goals"
