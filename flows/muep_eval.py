@@ -6,6 +6,7 @@ import hashlib
 import logging
 import shutil
 import statistics
+import time
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -15,7 +16,8 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from core.errors import DataError, PipelineError
-from flows._imports import code_files
+from core.io import write_json
+from flows._imports import code_digest
 from flows._runtime import fan_out, main, task_runner
 from tasks import paths
 from tasks.muep import layout
@@ -39,7 +41,6 @@ from tasks.progress import StageLog
 
 STAGE = "muep-eval"
 log = logging.getLogger("embp")
-CODE_ROOT = Path(__file__).resolve().parent.parent
 
 #: Per dataset: its DVC stage, output directory, episodes table and scene metadata.
 DATASETS = {"demos": ("muep-demos", layout.DEMOS, layout.EPISODES, layout.METADATA),
@@ -99,6 +100,7 @@ def _evaluate(params_file: str | None = None) -> dict:
     reports and MLflow runs from every finished batch."""
     params = load_params(params_file)
     ev = params.muep.eval
+    clock = {"start": time.perf_counter()}
     with StageLog(STAGE) as slog:
         sources = list(dict.fromkeys(SOURCES[s] for s in ev.splits))
         index = pd.concat([_read(source, slog) for source in sources], ignore_index=True)
@@ -114,7 +116,7 @@ def _evaluate(params_file: str | None = None) -> dict:
                                 alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
         batches = make_batches(specs, [(n, infos[n].label) for n in ev.agents], ev.batch_size)
 
-        code = file_digest(CODE_ROOT / f for f in code_files("flows.muep_eval", CODE_ROOT))
+        code = code_digest("flows.muep_eval")
         data = {s: file_digest(_data_files(s)) for s in sources}
         rules = {"max_steps": ev.max_steps, "loop_stop": ev.loop_stop, "max_invalid_streak": ev.max_invalid_streak,
                  "seed": ev.seed}
@@ -132,12 +134,14 @@ def _evaluate(params_file: str | None = None) -> dict:
                  "on %s x%d", STAGE, len(ev.agents), len(specs), ", ".join(ev.splits), len(batches), total,
                  total - todo, todo, ev.task_runner, ev.workers)
         by_id = {b.batch_id: b for b in pending}
+        clock["play"] = time.perf_counter()
         _, failures = fan_out(evaluate_batch, {i: (b, settings, str(layout.EVAL_WORK)) for i, b in by_id.items()},
                               STAGE, "agent-episodes", weight=lambda i: by_id[i].agent_episodes)
         if failures:
             raise PipelineError(f"{len(failures)} of {len(pending)} evaluation batches failed "
                                 f"({'; '.join(failures[:3])}).",
                                 hint="Finished batches are kept; rerun the stage to play only the missing ones.")
+        clock["write"] = time.perf_counter()
         timings = store.timings()
         log.info("[%s] %s", STAGE, _timing_summary(timings))
         timing_by = {(e["agent"], e["episode_id"]): e for t in timings for e in t["episodes"]}
@@ -151,6 +155,7 @@ def _evaluate(params_file: str | None = None) -> dict:
         batch_ids = [b.batch_id for b in batches]
         shutil.rmtree(layout.EVAL, ignore_errors=True)
         reports = {}
+        mlflow_s = 0.0
         for name in ev.agents:
             info = infos[name]
             by_split = defaultdict(list)
@@ -168,12 +173,20 @@ def _evaluate(params_file: str | None = None) -> dict:
                 run_timings = [timing_by[k] for r in split_results if (k := (r.agent, r.episode_id)) in timing_by]
                 run_id, took, new = log_run(params.tracking, info.label, split, run_params, tags, split_results, path,
                                             run_timings)
+                mlflow_s += took
                 log.info("[%s] MLflow run %s (%s, %s) %s in %.2f s", STAGE, run_id, info.label, split,
                          "logged" if new else "already logged, kept", took)
             report = metrics.report(agent_results) | {"agent": name, "label": info.label,
                                                       "dataset_versions": dict(sorted(versions.items()))}
             slog.write(layout.REPORTS / f"eval_{name}.json", report)
             reports[name] = report["overall"]
+        end = time.perf_counter()
+        # where this run's time went, beside the timings of its batches (never in the results or reports)
+        write_json(layout.EVAL_WORK / "run.json", {
+            "agent_episodes": total, "played": todo, "batches": len(batches), "played_batches": len(pending),
+            "workers": ev.workers, "task_runner": ev.task_runner, "batch_size": ev.batch_size,
+            "prepare_s": round(clock["play"] - clock["start"], 3), "play_s": round(clock["write"] - clock["play"], 3),
+            "write_s": round(end - clock["write"] - mlflow_s, 3), "mlflow_s": round(mlflow_s, 3)})
         return reports
 
 

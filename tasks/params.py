@@ -250,9 +250,10 @@ class EvalParams(GameRunnerParams):
     of weak agents); null = off. The leaderboard names it when a run used it."""
     episodes: Annotated[int, Field(ge=1)] | None = None
     """Episodes per split of the demonstrations (round-robin over task types); null = every 'ok' episode."""
-    alfworld_episodes: Annotated[int, Field(ge=1)] | None = 12
-    """Games per ALFWorld split (round-robin over task types, in a fixed order): 12 = two of each type, a slice that
-    keeps the default run fast; null = all 140 / 134 (the paper profile)."""
+    alfworld_episodes: Annotated[int, Field(ge=1)] | None = None
+    """Games per ALFWorld split at most (round-robin over task types, in a fixed order); null = every game the
+    ``muep-alfworld`` stage wrote (its ``muep.alfworld.games``: one per task type and split by default, all
+    140 / 134 at the paper profile)."""
     seed: int = 0
     batch_size: Annotated[int, Field(ge=1, le=10000)] = 4
     """Episodes per Prefect task: consecutive episodes of the same scene instances, each played by every agent."""

@@ -144,6 +144,9 @@ def test_a_killed_evaluation_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     assert 3 <= len(kept) < 24 and not (roots["killed"] / "reports/muep/eval_oracle.json").exists()
     resumed = _run(roots["killed"], killed_env)
     assert f"{len(kept)} already done, {24 - len(kept)} to play" in resumed.stderr
+    progress = [line for line in resumed.stderr.splitlines() if "muep-eval: agent-episodes:" in line]
+    assert progress and f"{24 - len(kept)}/{24 - len(kept)} agent-episodes" in progress[-1]   # progress and ETA
+    assert all("agent-episodes/s" in line and " left" in line for line in progress)
 
     for rel in ["reports/muep/eval_oracle.json", "reports/muep/eval_random.json",
                 *(f"data/muep/eval/{a}/{s}.jsonl" for a in ("oracle", "random")

@@ -100,6 +100,7 @@ class EpisodeTiming:
     agent_s: float         # the agent's reset and act calls
     metrics_s: float       # counting sub-goals and goal conditions after every state, the loop check
     total_s: float         # the whole episode (the rest: observations, records)
+    cpu_s: float = 0.0     # CPU time of the worker process during the episode (less sensitive to a loaded machine)
 
 
 @dataclass
@@ -137,7 +138,7 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
                 timings: list[EpisodeTiming] | None = None) -> EpisodeResult:
     """Play one episode; its timing is appended to ``timings`` when given."""
     params = settings.params
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     env = EvalEnv.start(spec, settings.metadata_for(spec))
     load_s = time.perf_counter() - start
     counted_at_load = env.metrics_s
@@ -211,7 +212,8 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
                                      load_s=round(load_s - counted_at_load, 6),
                                      game_s=round(game_s - (env.metrics_s - counted_at_load), 6),
                                      agent_s=round(agent_s, 6), metrics_s=round(env.metrics_s + loop_s, 6),
-                                     total_s=round(time.perf_counter() - start, 6)))
+                                     total_s=round(time.perf_counter() - start, 6),
+                                     cpu_s=round(time.process_time() - cpu_start, 6)))
     return result
 
 
