@@ -15,7 +15,8 @@ ROS_PKGS := ros-core python3-rospy python3-std-msgs python3-genpy python3-genmsg
             python3-actionlib-msgs ros-std-msgs ros-actionlib-msgs python3-netifaces python3-sensor-msgs \
             python3-geometry-msgs
 # Open3D (the perception pipeline's TSDF fusion) loads libusb (its RealSense support) and OpenGL at import.
-SYS_PKGS := libusb-1.0-0 libgl1 libgomp1
+# bubblewrap: the namespaces generated robot code runs in (robot/sandbox/; docs/robot.md, "Sandbox").
+SYS_PKGS := libusb-1.0-0 libgl1 libgomp1 bubblewrap
 
 system-deps:
 	@dpkg -s $(ROS_PKGS) $(SYS_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \

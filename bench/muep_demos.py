@@ -76,6 +76,7 @@ def child() -> None:
 
     from flows._runtime import configure_logging, shared_prefect_server
     from flows.muep_demos import muep_demos
+    from tasks import paths
     from tasks.muep import layout
     from tasks.params import load_params
 
@@ -92,13 +93,16 @@ def child() -> None:
         wall = time.perf_counter() - start
         spans = _batch_spans()
     index = pd.read_parquet(layout.EPISODES)
-    per_batch = index.groupby("batch")[list(COSTS)].sum().sum(axis=1).to_dict()
+    # per-episode costs are the stage's run facts (reports/timings/, no DVC output: the data files hold no timings)
+    batches = json.loads((paths.REPORTS / "timings" / "muep-demos.json").read_text())["batches"]
+    per_batch = {b: sum(e[c] for e in eps.values() for c in COSTS) for b, eps in batches.items()}
+    costs = {c: sum(e[c] for eps in batches.values() for e in eps.values()) for c in COSTS}
     print(json.dumps({
         "wall": wall, "workers": demos.workers, "task_runner": demos.task_runner, "batch_size": demos.batch_size,
         "attempted": int(len(index)), "ok": int(report["episodes"]),
-        "costs": {c: float(index[c].sum()) for c in COSTS},
+        "costs": costs,
         "batch_costs": [float(per_batch[b]) for b in _submission_order() if b in per_batch],
-        "in_task": sum(b - a for a, b in spans) - float(index[list(COSTS)].sum().sum()),
+        "in_task": sum(b - a for a, b in spans) - float(sum(costs.values())),
         "startup": min((a for a, _ in spans), default=clock) - clock if spans else None,
         "teardown": clock + wall - max(b for _, b in spans) if spans else None,
     }))
@@ -115,8 +119,7 @@ def _submission_order() -> list[str]:
 
     demos = load_params().muep.demos
     selected = select_episodes(read_table(layout.ACCEPTED, TaskRecord),
-                               read_table(layout.SCENES, SceneRecord), demos.episodes,
-                               demos.seen_test_fraction, demos.seed)
+                               read_table(layout.SCENES, SceneRecord), demos.episodes, demos.seed)
     return [b.batch_id for b in make_batches(selected, demos.batch_size)]
 
 
@@ -212,7 +215,7 @@ def paper_selection(inputs: Path):
     demos = load_params(inputs.parent.parent / "params.yaml").muep.demos
     accepted = read_table(inputs / "filter" / "accepted.parquet", TaskRecord)
     scenes = read_table(inputs / "metadata" / "scenes.parquet", SceneRecord)
-    return select_episodes(accepted, scenes, PAPER_EPISODES, demos.seen_test_fraction, demos.seed), len(accepted)
+    return select_episodes(accepted, scenes, PAPER_EPISODES, demos.seed), len(accepted)
 
 
 def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:

@@ -1,9 +1,10 @@
-"""Atomic file writes: a crash leaves either the old file or the new one, never half of one."""
+"""Atomic file (and folder) writes: a crash leaves either the old file or the new one, never half of one."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,13 +14,14 @@ from typing import Any
 import pandas as pd
 
 
-def _default_mode() -> int:
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
 
 
-_FILE_MODE = _default_mode()  # what open() would give: mkstemp's 0600 is too strict for shared outputs
+_FILE_MODE = 0o666 & ~_umask()  # what open() would give: mkstemp's 0600 is too strict for shared outputs
+_DIR_MODE = 0o777 & ~_umask()   # what mkdir would give (mkdtemp's 0700, likewise)
 
 
 @contextmanager
@@ -37,6 +39,25 @@ def atomic_path(path: Path) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``path``; on success it replaces ``path`` (two renames, the old folder
+    removed after), on an exception it is deleted and ``path`` is left as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = tmp.with_suffix(".old")
+    try:
+        yield tmp
+        os.chmod(tmp, _DIR_MODE)
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_text(path: Path, text: str) -> None:

@@ -34,6 +34,8 @@ def run_goal(request: dict, pool, directory: str = "", key: str = "", fingerprin
     """One goal's repeats on the next free runner (a runner that dies mid-episode hands it to another); the result
     is kept in ``directory`` for a rerun."""
     result = pool.run(request)
+    for warning in result.get("warnings", []):  # isolation: none -- said on every episode
+        log.warning("[%s] %s", result.get("episode_id"), warning)
     if directory:
         evaluation.store_result(Path(directory), key, fingerprint, result)
     return result
@@ -51,6 +53,9 @@ def run_goals(ep: RobotEvalParams, goals: dict[str, dict], stage: str, unit: str
     with evaluation.runner_pool(ep) as (pool, pool_info):
         log.info("[%s] %d %s on %d runner(s) %s: %d already done, %d to run", stage, len(goals), unit, pool.size,
                  " ".join(pool_info["runners"]), len(results), len(pending))
+        if pool_info.get("isolation") == "none":
+            log.warning("[%s] roboscript.eval.isolation is none: the runners run generated code WITHOUT namespaces "
+                        "(docs/robot.md, Sandbox)", stage)
         done, failures = fan_out(run_goal, {key: (request, quote(pool), str(directory), key, fingerprints[key])
                                             for key, request in pending.items()}, stage, unit)
     if failures:

@@ -6,6 +6,7 @@
     embp params check                 # validate params.yaml, print the resolved values
     embp params profile paper         # print the overrides a profile applies
     embp muep metadata|generate|filter [--params FILE]
+    embp roboscript try-snippet PATH [--task Simple_0]   # check + run one snippet in the sandbox, JSON outcome
 """
 
 from __future__ import annotations
@@ -126,6 +127,29 @@ def dvc_deps(write: Annotated[bool, typer.Option("--write", help="Rewrite the co
         raise typer.Exit(1)
 
 
+@app.command("ui")
+def ui(port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
+       host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+       params: ParamsOption = None) -> None:
+    """Browse the runs: `mlflow ui` on this project's tracking store, with a link per experiment that opens its runs
+    table (MLflow 3 otherwise opens on its GenAI overview)."""
+    import os
+
+    from tasks import tracking
+    from tasks.params import load_params
+
+    try:
+        settings = load_params(params).tracking
+    except PipelineError as exc:
+        _fail(exc)
+    base = f"http://{host}:{port}"
+    for name, link in sorted(tracking.experiment_links(settings, base).items()):
+        typer.echo(f"{name:32} {link}")
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    os.execvp("mlflow", ["mlflow", "ui", "--backend-store-uri", tracking.tracking_uri(settings), "--host", host,
+                         "--port", str(port)])
+
+
 @app.command("summary")
 def summary_command(width: Annotated[int, typer.Option(help="Table width in columns.")] = 120) -> None:
     """The headline numbers of every stage's last report, and where each report is."""
@@ -144,8 +168,26 @@ def _stage(stage: str, module: str, params: Optional[Path]) -> None:
     raise typer.Exit(code)
 
 
-roboscript_app = typer.Typer(help="RoboScript stages (each runs one Prefect flow).", no_args_is_help=True)
+roboscript_app = typer.Typer(help="RoboScript stages (each runs one Prefect flow), and trying one snippet.",
+                             no_args_is_help=True)
 app.add_typer(roboscript_app, name="roboscript")
+
+
+@roboscript_app.command("try-snippet")
+def roboscript_try_snippet(
+        path: Annotated[Path, typer.Argument(help="A file holding one snippet of robot code.")],
+        task: Annotated[str, typer.Option("--task", help="The benchmark task whose world it runs in.")] = "Simple_0",
+        params: ParamsOption = None,
+        isolation: Annotated[Optional[str], typer.Option(
+            "--isolation", help="auto | bwrap | none (default: roboscript.eval.isolation).")] = None) -> None:
+    """Check one snippet and run it once in the sandbox against the simulated robot; print the outcome as JSON.
+    Exit 0: it ran (ok or robot_error); 1: the code check refused it; 2: unusable file, task or settings; 3: it
+    failed (code_error, timeout, memory, crashed)."""
+    from tasks.roboscript.eval.try_snippet import try_snippet
+
+    status, outcome = try_snippet(path, task, params, isolation)
+    typer.echo(json.dumps(outcome, indent=2))
+    raise typer.Exit(status)
 
 #: (group, command) -> (flow module, help). Each is also `python -m flows.<module>`; `embp muep train` has more
 #: options as `python -m flows.muep_train --help`.

@@ -20,12 +20,15 @@ DEMOS = layout.DEMOS
 def build(slog: StageLog) -> dict:
     slog.read(DEMOS / "episodes.parquet")
     slog.read(DEMOS / "splits.json")
-    out = build_card(DEMOS, layout.REPORTS, paths.ROOT)
+    slog.read(layout.ALFWORLD_TRAIN_GAMES, "ALFWorld's walkthroughs, for the episode-length comparison")
+    out = build_card(DEMOS, layout.REPORTS, paths.ROOT, walkthroughs=layout.ALFWORLD_TRAIN_GAMES)
     for figure in out["figures"].values():
         slog.wrote(figure)
     slog.wrote(out["card"])
     total = out["stats"].total
-    return {"episodes": total.episodes, "image_text_pairs": total.pairs, "example": out["example"]}
+    lengths = out["lengths"]
+    return {"episodes": total.episodes, "image_text_pairs": total.pairs, "example": out["example"],
+            "pairs_per_episode": round(lengths.pairs, 3), "actions_per_episode": round(lengths.actions, 3)}
 
 
 @flow(name=STAGE)

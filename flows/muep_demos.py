@@ -12,6 +12,7 @@ from core.io import write_parquet
 from flows._runtime import fan_out, main, task_runner
 from tasks.muep import layout
 from tasks.muep.demos import (
+    COSTS,
     SPLITS,
     Batch,
     DemoSettings,
@@ -23,6 +24,7 @@ from tasks.muep.demos import (
     prepare_output,
     run_batch,
     select_episodes,
+    split_leakage,
     summarise,
 )
 from tasks.muep.generate import TaskRecord
@@ -38,8 +40,9 @@ log = logging.getLogger("embp")
 
 @task(name="rollout-batch", cache_policy=NO_CACHE)
 def rollout_batch(batch: Batch, settings: DemoSettings) -> dict:
-    records = run_batch(batch, settings)
-    return {"batch": batch.batch_id, "episodes": len(records), "ok": sum(r.status == "ok" for r in records)}
+    records, costs = run_batch(batch, settings)
+    return {"batch": batch.batch_id, "episodes": len(records), "ok": sum(r.status == "ok" for r in records),
+            "costs": costs}
 
 
 @flow(name=f"{STAGE}-rollouts")
@@ -50,24 +53,26 @@ def _rollouts(params_file: str | None = None) -> dict:
     with StageLog(STAGE) as slog:
         accepted = read_table(layout.ACCEPTED, TaskRecord)
         scenes = read_table(layout.SCENES, SceneRecord)
+        alfworld_scenes = read_table(layout.ALFWORLD_SCENES, SceneRecord)
         slog.read(layout.ACCEPTED, f"{len(accepted)} accepted tasks")
         slog.read(layout.SCENES)
-        selected = select_episodes(accepted, scenes, demos.episodes, demos.seen_test_fraction, demos.seed)
+        slog.read(layout.ALFWORLD_SCENES, "ALFWorld's evaluation states, which no training state may equal")
+        leakage = split_leakage(scenes, alfworld_scenes)
+        selected = select_episodes(accepted, scenes, demos.episodes, demos.seed)
         settings = DemoSettings(grammar=demos.grammar, search=demos.search, plan_timeout_s=demos.plan_timeout_s,
                                 max_plan_length=demos.max_plan_length, renderer=demos.renderer,
                                 render_size=demos.render_size, metadata_dir=str(layout.METADATA),
                                 out_dir=str(DEMOS))
         DEMOS.mkdir(parents=True, exist_ok=True)
         ensure_disk_space(DEMOS, needed_mb=len(selected) * 0.2)
-        prepare_output(DEMOS, fingerprint(selected, settings, {"seed": demos.seed, "batch_size": demos.batch_size,
-                                                               "fraction": demos.seen_test_fraction}))
+        prepare_output(DEMOS, fingerprint(selected, settings, {"seed": demos.seed, "batch_size": demos.batch_size}))
         batches = make_batches(selected, demos.batch_size)
         finished = done_batches(DEMOS)
         pending = [b for b in batches if b.batch_id not in finished]
         log.info("[%s] %d episodes in %d batches; %d already done, %d to run on %s x%d", STAGE, len(selected),
                  len(batches), len(batches) - len(pending), len(pending), demos.task_runner, demos.workers)
         by_id = {b.batch_id: b for b in pending}
-        _, failures = fan_out(rollout_batch, {i: (b, settings) for i, b in by_id.items()}, STAGE, "episodes",
+        results, failures = fan_out(rollout_batch, {i: (b, settings) for i, b in by_id.items()}, STAGE, "episodes",
                               weight=lambda i: len(by_id[i].tasks))
         if failures:
             raise PipelineError(f"{len(failures)} of {len(pending)} batches failed ({'; '.join(failures[:3])}).",
@@ -77,8 +82,12 @@ def _rollouts(params_file: str | None = None) -> dict:
         slog.wrote(DEMOS / "episodes.parquet", len(index))
         splits = {s: sorted(f"shards/{b.batch_id}.tar" for b in batches if b.split == s) for s in SPLITS}
         slog.write(DEMOS / "splits.json", splits)
-        report = summarise(index)
+        report = summarise(index) | {"split_leakage": leakage}
         slog.write(layout.REPORTS / "demos.json", report)
+        costs = {b: r["costs"] for b, r in sorted(results.items())}
+        slog.run_facts(note="seconds measured in this run's batches (batches finished by an earlier run are not in it)",
+                       batches=costs,
+                       totals={c: round(sum(e[c] for b in costs.values() for e in b.values()), 3) for c in COSTS})
         return report
 
 

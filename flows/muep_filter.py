@@ -9,7 +9,12 @@ from flows._runtime import main
 from tasks.muep import layout
 from tasks.muep.filter import RejectedTask, filter_tasks, scene_facts
 from tasks.muep.generate import TaskRecord
-from tasks.muep.metadata import InstanceRecord, ObjectTypeRecord, SceneRecord
+from tasks.muep.metadata import (
+    InstanceRecord,
+    ObjectTypeRecord,
+    ReceptacleRecord,
+    SceneRecord,
+)
 from tasks.params import FilterParams, load_params
 from tasks.progress import StageLog
 from tasks.records import read_records, read_table
@@ -20,9 +25,10 @@ STAGE = "muep-filter"
 @task(name="filter-tasks", cache_policy=NO_CACHE)
 def filter_generated(params: FilterParams, slog: StageLog) -> dict:
     meta = layout.METADATA
-    inputs = {name: meta / f"{name}.parquet" for name in ("scenes", "object_types", "instances")}
+    inputs = {name: meta / f"{name}.parquet" for name in ("scenes", "object_types", "instances", "receptacles")}
     facts = scene_facts(read_table(inputs["scenes"], SceneRecord), read_table(inputs["object_types"], ObjectTypeRecord),
-                        read_table(inputs["instances"], InstanceRecord))
+                        read_table(inputs["instances"], InstanceRecord),
+                        read_table(inputs["receptacles"], ReceptacleRecord))
     for path in inputs.values():
         slog.read(path)
     tasks_path = layout.TASKS

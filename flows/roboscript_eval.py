@@ -42,15 +42,18 @@ def roboscript_eval(params_file: str | None = None) -> dict:
         started = time.monotonic()
         goals = {t.id: evaluation.goal_for(t, codes[t.id].code, ep) for t in tasks if t.id in codes}
         results, pool_info = run_goals(ep, goals, STAGE, "tasks")
-        report, details = evaluation.build_report(tasks, codes, results, model, ep, pool_info,
-                                                  time.monotonic() - started)
+        report, details, facts = evaluation.build_report(tasks, codes, results, model, ep, pool_info)
+        slog.run_facts(**facts, episodes_s=round(time.monotonic() - started, 2))
+        runs = layout.REPORTS / layout.TABLE2_RUNS
+        kept = slog.write(runs / evaluation.run_record_name(report), evaluation.run_record(report))
         outputs = [slog.write(layout.REPORTS / "eval.json", report),
                    slog.write(layout.REPORTS / "eval_details.json", details),
-                   slog.write(layout.REPORTS / "table2.md", evaluation.table2(report))]
+                   slog.write(layout.REPORTS / "table2.md",
+                              evaluation.table2(report, evaluation.load_run_records(runs))), kept]
         run_params, tags = evaluation.mlflow_fields(report, params)
         tracking.log_run(params.tracking, STAGE, report["model"], run_params=run_params, tags=tags | {"stage": STAGE},
                          metrics=evaluation.mlflow_metrics(report), artifacts=outputs,
-                         dataset=evaluation.benchmark_dataset(goals))
+                         dataset=evaluation.benchmark_dataset(goals), started_at=slog.started_at)
         return report["summary"]
 
 

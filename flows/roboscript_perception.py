@@ -14,7 +14,8 @@ from tasks import tracking
 from tasks.params import load_params
 from tasks.progress import StageLog
 from tasks.roboscript import layout
-from tasks.roboscript.eval import ablation
+from tasks.roboscript.eval import ablation, tiny_detector
+from tasks.roboscript.params import DETECTOR_SETTINGS
 
 STAGE = "roboscript-perception"
 
@@ -27,18 +28,25 @@ def roboscript_perception(params_file: str | None = None) -> dict:
     with StageLog(STAGE) as slog:
         trials, skipped = ablation.trials(load_catalog(), params.roboscript.worlds, ep)
         slog.read(CATALOG_FILE, f"{len(trials)} trials, {len(skipped)} not applicable")
+        detector = None
+        if any(s in DETECTOR_SETTINGS for s in ep.ablation.settings):
+            detector = tiny_detector.build_tiny_owlvit(layout.TINY_DETECTOR)
+            slog.wrote(detector)
         started = time.monotonic()
-        results, pool_info = run_goals(ep, {t.key: ablation.goal(t, ep) for t in trials}, STAGE, "trials")
-        report = ablation.report(results, skipped, ep, pool_info, time.monotonic() - started)
+        results, pool_info = run_goals(ep, {t.key: ablation.goal(t, ep, detector) for t in trials}, STAGE, "trials")
+        report = ablation.report(results, skipped, ep)
+        slog.run_facts(pool=pool_info, episodes_s=round(time.monotonic() - started, 2),
+                       perception_s=ablation.perception_seconds(results))
         figure = layout.REPORTS / "figures" / "perception_ablation.png"
         ablation.plot(report, ep.ablation.settings, figure)
         slog.wrote(figure)
         outputs = [slog.write(layout.REPORTS / "perception.json", report),
                    slog.write(layout.REPORTS / "perception_ablation.md",
-                              ablation.markdown(report, ep.ablation.settings, ep.ablation.repeats)), figure]
+                              ablation.markdown(report, ep.ablation.settings, ep.ablation.repeats,
+                                                ep.pipeline.grounding.backend)), figure]
         run_params, tags, metrics = ablation.mlflow_fields(report, ep)
         tracking.log_run(params.tracking, STAGE, f"perception-{ep.arm}", run_params=run_params,
-                         tags=tags | {"stage": STAGE}, metrics=metrics, artifacts=outputs)
+                         tags=tags | {"stage": STAGE}, metrics=metrics, artifacts=outputs, started_at=slog.started_at)
         return report["mean"]
 
 

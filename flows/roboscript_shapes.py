@@ -30,14 +30,15 @@ def roboscript_shapes(params_file: str | None = None) -> dict:
         started = time.monotonic()
         results, pool_info = run_goals(ep, {f"{t.study}/{t.asset}": shapes.goal(t, ep) for t in trials}, STAGE,
                                        "trials")
-        report = shapes.report(results, skipped, ep, pool_info, time.monotonic() - started)
+        report = shapes.report(results, skipped, ep)
+        slog.run_facts(pool=pool_info, episodes_s=round(time.monotonic() - started, 2))
         figure = layout.REPORTS / "figures" / "shape_success.png"
         shapes.plot(report["success"], catalog, figure)
         slog.wrote(figure)
         target = slog.write(layout.REPORTS / "shapes.json", report)
         tracking.log_run(params.tracking, STAGE, f"shapes-{ep.arm}", tags={"stage": STAGE},
                          run_params={"repeats": report["repeats"], "arm": ep.arm, "perception": ep.perception},
-                         metrics=shapes.mlflow_metrics(report), artifacts=[target, figure])
+                         metrics=shapes.mlflow_metrics(report), artifacts=[target, figure], started_at=slog.started_at)
         return report["mean"]
 
 

@@ -7,11 +7,14 @@ Goal (``request_json``)::
      "code": "...", "repeats": 10, "perception": "ground_truth" | "noisy" | "perceived",
      "noise": {"position_m": 0.005, ...}, "pipeline": {"detection": "perceived", ...}, "pose_jitter_m": 0.005,
      "seed": 0,
-     "timeout_s": 60, "memory_mb": 512, "arm": "panda",
+     "timeout_s": 60, "memory_mb": 512, "arm": "panda", "isolation": "auto",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
-Only ``code`` and one of ``world`` / ``world_file`` are required. Result (``result_json``): ``ok`` (the goal could
-be run), ``error``, ``runner``, ``policy`` (the code check), and per repeat: ``status`` (robot/sandbox.py),
+Only ``code`` and one of ``world`` / ``world_file`` are required. ``isolation`` is what the goal demands of the
+runner's sandbox: ``auto`` / ``bwrap`` (namespaces: a runner started with ``--isolation none`` refuses the goal) or
+``none`` (anything). Result (``result_json``): ``ok`` (the goal could be run), ``error``, ``runner``, ``isolation``
+(what the runner's sandbox uses), ``warnings``, ``policy`` (the code check), and per repeat: ``status``
+(robot/sandbox/),
 ``grammatical``, ``error``, ``steps``, ``notes``, ``stdout``, ``wall_s``, the evaluation ``items`` with their
 details, ``success`` (all items hold; null without items), the final ``state`` (boxes, joint values) and what the
 perception mode did (``perception``: the pipeline's calls, stage timings and what each found).
@@ -20,6 +23,7 @@ perception mode did (``perception``: the pipeline's calls, stage timings and wha
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,9 +42,11 @@ from robot.contract.params import NoiseParams, PipelineParams
 from robot.contract.world import World, read_world
 from robot.errors import BackendUnavailable, GoalError
 from robot.perception import create_perception
+from robot.sandbox import wire
 from robot.tools_impl import RobotTools
 
 MAX_REPEATS = 100
+log = logging.getLogger("embp.runner")
 
 
 @dataclass
@@ -59,6 +65,7 @@ class Goal:
     arm: str | None = None
     task_id: str | None = None
     evaluation: list = field(default_factory=list)
+    isolation: str | None = None
 
 
 def _field(data: dict, key: str, kind: type | tuple, default: Any = None, required: bool = False) -> Any:
@@ -123,6 +130,9 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
     jitter = float(_field(data, "pose_jitter_m", (int, float), 0.0))
     if not (0 < timeout <= 3600 and 64 <= memory <= 65536 and 0 <= jitter <= 0.05):
         raise GoalError("timeout_s must be in (0, 3600], memory_mb in [64, 65536], pose_jitter_m in [0, 0.05].")
+    isolation = _field(data, "isolation", str)
+    if isolation is not None and isolation not in sandbox.MODES:
+        raise GoalError(f"goal field 'isolation' must be one of {', '.join(sandbox.MODES)}, got {isolation!r}.")
     try:
         items = scoring.parse_items(_field(data, "evaluation", list, []), world)
     except DataError as exc:
@@ -131,7 +141,7 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
                 perception=perception, noise=noise, pipeline=pipeline, pose_jitter_m=jitter,
                 seed=_field(data, "seed", int, 0),
                 timeout_s=timeout, memory_mb=memory, arm=_field(data, "arm", str), task_id=data.get("task_id"),
-                evaluation=items)
+                evaluation=items, isolation=isolation)
 
 
 def _check_pipeline(pipeline: PipelineParams) -> None:
@@ -156,18 +166,19 @@ def _state_json(state) -> dict:
 
 
 class EpisodeRunner:
-    """Runs goals on one backend (one robot): the runner node's work, also usable without ROS."""
+    """Runs goals on one backend (one robot): the runner node's work, also usable without ROS. ``isolation``: the
+    sandbox's (``auto`` / ``bwrap`` / ``none``; None: this process's, robot.sandbox.configure)."""
 
-    def __init__(self, backend: RobotBackend, name: str = ""):
+    def __init__(self, backend: RobotBackend, name: str = "", isolation: str | None = None):
         self.backend = backend
         self.name = name
-        self._world_key: str | None = None
+        self.isolation = isolation
 
     def _load(self, world: World) -> None:
-        key = json.dumps(world.to_json(), sort_keys=True)
-        if key != self._world_key:
-            self.backend.load_world(world)
-            self._world_key = key
+        """Every goal starts from a fresh backend and its world loaded anew (``RobotBackend.restart``): the same goal
+        gives the same outcome on any runner of a pool, whatever ran there before."""
+        self.backend.restart()
+        self.backend.load_world(world)
 
     def run(self, goal: Goal, on_feedback: Callable[[dict], None] | None = None,
             should_stop: Callable[[], bool] | None = None) -> dict:
@@ -175,6 +186,14 @@ class EpisodeRunner:
         if goal.arm and goal.arm != getattr(self.backend, "arm", goal.arm):
             return error_result(f"this runner drives a {self.backend.arm}, the goal asks for a {goal.arm}.",
                                 self.name, goal.episode_id)
+        host = sandbox.host_for(self.isolation)
+        warnings = []
+        if host.mode == "none":
+            if goal.isolation in ("auto", "bwrap"):
+                return error_result(f"this runner runs generated code without namespaces (isolation: none); the "
+                                    f"goal asks for isolation: {goal.isolation}.", self.name, goal.episode_id)
+            warnings.append(f"{self.name or 'runner'}: {sandbox.NONE_WARNING}")
+            log.warning("episode %s: %s", goal.episode_id, warnings[-1])
         verdict = DEFAULT_POLICY.check(goal.code)
         self._load(goal.world)
         limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
@@ -189,8 +208,9 @@ class EpisodeRunner:
                 break
         return {"ok": True, "error": None, "runner": self.name, "episode_id": goal.episode_id,
                 "task_id": goal.task_id, "arm": getattr(self.backend, "arm", None), "backend": self.backend.name,
-                "perception": goal.perception, "cancelled": cancelled,
-                "policy": {"ok": verdict.ok, "reasons": verdict.messages()}, "repeats": repeats,
+                "perception": goal.perception, "cancelled": cancelled, "isolation": host.mode, "warnings": warnings,
+                "policy": {"ok": verdict.ok, "reasons": [wire.clip(m, 300) for m in verdict.messages()[:20]]},
+                "repeats": repeats,
                 "wall_s": round(time.monotonic() - started, 4)}
 
     def _repeat(self, goal: Goal, index: int, limits: sandbox.Limits, on_feedback, should_stop) -> dict:
@@ -203,7 +223,8 @@ class EpisodeRunner:
             if on_feedback is not None:
                 on_feedback({"episode_id": goal.episode_id, "repeat": index, **record})
 
-        outcome = sandbox.run_code(goal.code, tools, limits, on_step=step, should_stop=should_stop)
+        outcome = sandbox.run_code(goal.code, tools, limits, on_step=step, should_stop=should_stop,
+                                   host=sandbox.host_for(self.isolation))
         state = self.backend.world_state()
         items = scoring.check_items(goal.evaluation, goal.world, state) if goal.evaluation else []
         success = all(i["ok"] for i in items) if items else None

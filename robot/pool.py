@@ -1,11 +1,15 @@
 """A local pool of simulated runners: a ROS master (unless one is given) and N runner processes.
 
-    python -m robot.pool --runners 2 [--port 11311] [--backend sim] [--arm panda]
+    python -m robot.pool --runners 2 [--port 11311] [--backend sim] [--arm panda] [--isolation auto]
 
 prints the master URI and the runners' namespaces (/runner1 ... /runnerN) and supervises them until Ctrl-C: a
 runner that exits is restarted, and so is the master. The evaluation flow starts the same pool in-process
 (:class:`LocalPool`) when no ``master_uri`` is configured. Runners on other hosts or real robots join a master with
 ``ROS_MASTER_URI=http://<master-host>:11311 python -m robot.runner --ns /franka --backend moveit``.
+
+A local pool lives and dies with the process that started it, whatever kills that process: the master and the
+runners get the parent-death signal (SIGKILL; set from one long-lived thread, robot/lifetime.py), the runners also
+watch their parent, and a runner's sandbox dies with the runner.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 from pathlib import Path
 
 from core.errors import PipelineError
-from robot import ros_env
+from robot import lifetime, ros_env
 from robot.client import master_up
 
 READY_TIMEOUT_S = 90.0
@@ -46,8 +50,8 @@ def start_master(port: int, log_dir: Path) -> tuple[subprocess.Popen, str]:
     uri = f"http://localhost:{port}/"
     log = open(log_dir / f"rosmaster-{port}.log", "ab")  # noqa: SIM115 - lives as long as the process
     try:
-        process = subprocess.Popen(["rosmaster", "--core", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                                   env=ros_process_env(uri, log_dir), start_new_session=True)
+        process = lifetime.spawn(["rosmaster", "--core", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                                 env=ros_process_env(uri, log_dir), start_new_session=True)
     except FileNotFoundError:
         raise PipelineError("`rosmaster` is not installed.", hint=ros_env.RosUnavailable.hint) from None
     deadline = time.monotonic() + 15
@@ -91,10 +95,17 @@ class LocalPool:
     """Master + N runner processes on this machine. A context manager: everything it started stops on exit."""
 
     def __init__(self, runners: int, backend: str = "sim", arm: str = "panda", master_uri: str | None = None,
-                 log_dir: Path | None = None, prefix: str = "/runner", master_grace_s: float = 10.0):
+                 log_dir: Path | None = None, prefix: str = "/runner", master_grace_s: float = 10.0,
+                 isolation: str | None = None):
+        """``isolation``: the runners' sandbox (``auto`` / ``bwrap`` / ``none``; None: this process's, see
+        robot.sandbox.configure)."""
         if runners < 1:
             raise PipelineError("a pool needs at least one runner.")
+        from robot.sandbox import default_mode
+        from robot.sandbox import isolation as modes
+
         self.n, self.backend, self.arm = runners, backend, arm
+        self.isolation = modes.check_mode(isolation or default_mode())
         self.master_uri = master_uri
         self._tmp = None if log_dir else tempfile.TemporaryDirectory(prefix="embp-pool-")
         self.log_dir = Path(log_dir) if log_dir else Path(self._tmp.name)
@@ -112,6 +123,9 @@ class LocalPool:
         self.stop()
 
     def start(self) -> None:
+        from robot.sandbox import isolation
+
+        isolation.resolve(self.isolation)  # refuse before starting anything: IsolationUnavailable names the setting
         if self.master_uri is None:
             self.master, self.master_uri = start_master(free_port(), self.log_dir)
         elif not master_up(self.master_uri):
@@ -124,9 +138,10 @@ class LocalPool:
     def _spawn(self, ns: str) -> None:
         log = open(self.log_dir / f"{ns.strip('/').replace('/', '_')}.log", "ab")  # noqa: SIM115
         cmd = [sys.executable, "-m", "robot.runner", "--ns", ns, "--backend", self.backend, "--arm", self.arm,
-               "--master-grace", str(self.master_grace_s)]
-        self.processes[ns] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                              env=ros_process_env(self.master_uri, self.log_dir))
+               "--master-grace", str(self.master_grace_s), "--isolation", self.isolation,
+               "--parent-pid", str(os.getpid())]
+        self.processes[ns] = lifetime.spawn(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                            env=ros_process_env(self.master_uri, self.log_dir))
 
     def _wait_ready(self, ns: str, timeout_s: float = READY_TIMEOUT_S) -> None:
         deadline = time.monotonic() + timeout_s
@@ -182,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="sim")
     parser.add_argument("--arm", default="panda", choices=["panda", "ur5"])
     parser.add_argument("--log-dir", default=None)
+    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"],
+                        help="how the runners confine generated code (docs/robot.md, Sandbox)")
     args = parser.parse_args(argv)
     log_dir = Path(args.log_dir) if args.log_dir else Path(tempfile.mkdtemp(prefix="embp-pool-"))
     stopping = False
@@ -192,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    pool = LocalPool(args.runners, args.backend, args.arm, args.master_uri, log_dir)
+    pool = LocalPool(args.runners, args.backend, args.arm, args.master_uri, log_dir, isolation=args.isolation)
     try:
         if args.port and not args.master_uri:
             pool.master, pool.master_uri = start_master(args.port, log_dir)

@@ -1,6 +1,6 @@
 """The runner node: an actionlib server that runs generated code on one robot.
 
-    python -m robot.runner --ns /runner1 --backend sim [--arm panda] [--world-dir DIR]
+    python -m robot.runner --ns /runner1 --backend sim [--arm panda] [--world-dir DIR] [--isolation auto]
 
 It serves ``<ns>/run_episodes`` (type ``embp_robot/RunEpisodesAction``, robot/msgs.py): a goal is a JSON request
 (robot/episode.py), feedback is published after every step (tool call) and at the end of every repeat, and the
@@ -11,6 +11,11 @@ sends a second goal to a busy runner.
 
 If the ROS master goes away for longer than ``--master-grace`` seconds, the runner exits with status 3 and says so
 (a pool restarts it once a master is back); rospy cannot re-register with a new master by itself.
+
+Generated code runs in the sandbox (robot/sandbox/) with ``--isolation`` (``auto``: bubblewrap's namespaces; the
+runner refuses to start, status 2, where they cannot be created; ``none``: without them, warned about on every
+episode). The runner cancels a goal whose client has gone away (its node no longer answers), and a runner started
+by a local pool (``--parent-pid``) exits when that process is gone.
 """
 
 from __future__ import annotations
@@ -29,16 +34,15 @@ from robot import ros_env
 
 log = logging.getLogger("embp.runner")
 EXIT_MASTER_GONE = 3
+CLIENT_GRACE_S = 3.0
+"""A goal whose client node has not answered for this long is cancelled."""
 
 
 def _master_alive(caller_id: str) -> bool:
-    import rosgraph
+    """The master answers within 2 s (rosgraph's own proxy has no timeout: a half-dead master could hang it)."""
+    from robot.client import master_up
 
-    try:
-        rosgraph.Master(caller_id).getPid()
-        return True
-    except Exception:  # noqa: BLE001 - socket errors, XML-RPC faults: the master is unreachable
-        return False
+    return master_up(os.environ.get("ROS_MASTER_URI", "http://localhost:11311"), timeout_s=2.0)
 
 
 def _watch_master(caller_id: str, grace_s: float) -> None:
@@ -56,16 +60,65 @@ def _watch_master(caller_id: str, grace_s: float) -> None:
             os._exit(EXIT_MASTER_GONE)
 
 
+def _client_node(goal_id: str) -> str | None:
+    """The node that sent a goal: actionlib's goal ids read ``<caller node>-<count>-<stamp>``."""
+    parts = goal_id.rsplit("-", 2)
+    return parts[0] if len(parts) == 3 and parts[0].startswith("/") else None
+
+
+class ClientWatch:
+    """A thread that tells whether the node that sent the current goal is still there: its XML-RPC server answers
+    ``getPid`` (a node killed with SIGKILL stays registered on the master, but its server is gone)."""
+
+    def __init__(self, caller_id: str, node: str | None, grace_s: float = CLIENT_GRACE_S, every_s: float = 0.5):
+        self.caller_id, self.node, self.grace_s, self.every_s = caller_id, node, grace_s, every_s
+        self.gone = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="embp-client-watch", daemon=True)
+
+    def __enter__(self) -> ClientWatch:
+        if self.node is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+    def _answers(self) -> bool:
+        import rosgraph.masterapi
+
+        from robot.client import master_up
+
+        try:
+            uri = rosgraph.masterapi.Master(self.caller_id).lookupNode(self.node)
+        except rosgraph.masterapi.MasterError:
+            return False  # the master does not know the node (any more)
+        except Exception:  # noqa: BLE001 - the master itself is unreachable: the master watch handles that
+            return True
+        return master_up(uri, 1.0)  # any ROS node's XML-RPC server answers getPid
+
+    def _watch(self) -> None:
+        lost_since = None
+        while not self._stop.wait(self.every_s):
+            if self._answers():
+                lost_since = None
+                continue
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since >= self.grace_s:
+                self.gone = True
+                return
+
+
 class RunnerNode:
-    def __init__(self, ns: str, backend_name: str, arm: str, world_dir: Path | None):
+    def __init__(self, ns: str, backend_name: str, arm: str, world_dir: Path | None, isolation: str = "auto"):
         from robot import sandbox
         from robot.backends import create_backend
         from robot.episode import EpisodeRunner
 
         self.ns = ns.rstrip("/") or "/runner"
         self.world_dir = world_dir
-        self.episodes = EpisodeRunner(create_backend(backend_name, arm=arm), name=self.ns)
-        sandbox.prepare()  # the fork server starts before rospy's threads
+        sandbox.prepare(isolation)  # refuse to start without the isolation asked for; before rospy's threads
+        self.episodes = EpisodeRunner(create_backend(backend_name, arm=arm), name=self.ns, isolation=isolation)
         self.msgs = None
         self.server = None
 
@@ -104,8 +157,20 @@ class RunnerNode:
             record = record | {"runner": self.ns}
             self.server.publish_feedback(self.msgs.Feedback(feedback_json=json.dumps(record, default=str)))
 
+        import rospy
+
+        goal_id = self.server.current_goal.get_goal_id().id if self.server.current_goal.goal else ""
+        client = ClientWatch(rospy.get_name(), _client_node(goal_id))
+
+        def should_stop() -> bool:
+            return self.server.is_preempt_requested() or client.gone
+
         try:
-            result = self.episodes.run(parsed, on_feedback=feedback, should_stop=self.server.is_preempt_requested)
+            with client:
+                result = self.episodes.run(parsed, on_feedback=feedback, should_stop=should_stop)
+            if client.gone:
+                print(f"runner {self.ns}: the client {client.node} of goal {parsed.episode_id} went away; the goal "
+                      "was cancelled.", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - a fault on the robot side: report it, keep serving
             traceback.print_exc()
             message = f"the runner failed: {type(exc).__name__}: {exc}"
@@ -113,7 +178,8 @@ class RunnerNode:
             self.episodes._world_key = None  # rebuild the scene for the next goal
             return
         if result.get("cancelled"):
-            self._finish(result, "preempted", "cancelled")
+            why = "the client went away" if client.gone else "cancelled"
+            self._finish(result, "preempted" if self.server.is_preempt_requested() else "aborted", why)
         elif not result["ok"]:
             self._finish(result, "aborted", result["error"])
         else:
@@ -128,12 +194,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world-dir", default=None, help="folder that relative world_file paths start from")
     parser.add_argument("--master-grace", type=float, default=10.0,
                         help="seconds without a master before exiting with status 3")
+    parser.add_argument("--isolation", default="auto", choices=["auto", "bwrap", "none"],
+                        help="how generated code is confined: auto|bwrap (bubblewrap namespaces; refuse to start "
+                             "without them), none (no namespaces; every episode warns)")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit when this process (a local pool's) is gone")
     args, _ros_remaps = parser.parse_known_args(argv)
-    ros_env.activate()
+    if args.parent_pid is not None:
+        from robot import lifetime
+
+        lifetime.watch_parent(args.parent_pid, f"runner {args.ns}")
     from core.errors import PipelineError
 
     try:
-        node = RunnerNode(args.ns, args.backend, args.arm, Path(args.world_dir) if args.world_dir else None)
+        from robot import sandbox
+
+        sandbox.prepare(args.isolation)  # first: no ROS, no simulator for a runner that may not run code
+    except PipelineError as exc:
+        print(f"runner {args.ns}: refusing to start: {exc.paragraph()}", file=sys.stderr, flush=True)
+        return 2
+    ros_env.activate()
+    try:
+        node = RunnerNode(args.ns, args.backend, args.arm, Path(args.world_dir) if args.world_dir else None,
+                          args.isolation)
         node.start()
     except PipelineError as exc:
         print(f"runner {args.ns}: {exc.paragraph()}", file=sys.stderr)

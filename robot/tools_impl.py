@@ -156,8 +156,8 @@ class RobotTools(ToolAPI):
     def get_3d_bbox(self, object_name: str) -> np.ndarray:
         return self.perception.box(self._name(object_name))
 
-    def get_object_joint_info(self, obj_name: str, position: np.ndarray, type: str = "any") -> dict:  # noqa: A002
-        name = self._name(obj_name, "obj_name")
+    def get_object_joint_info(self, object_name: str, position: np.ndarray, type: str = "any") -> dict:  # noqa: A002
+        name = self._name(object_name)
         point = _finite(position, 3, "position")
         if type not in ("any", "prismatic", "revolute"):
             raise ToolArgumentError(f"type must be 'any', 'prismatic' or 'revolute', got {type!r}")
@@ -170,8 +170,8 @@ class RobotTools(ToolAPI):
         best = min(joints, key=lambda j: float(np.linalg.norm(j.origin - point)))
         return {"joint_position": best.origin.copy(), "joint_axis": best.axis.copy(), "type": best.type}
 
-    def get_plane_normal(self, obj_name: str, position: np.ndarray) -> np.ndarray:
-        name = self._name(obj_name, "obj_name")
+    def get_plane_normal(self, object_name: str, position: np.ndarray) -> np.ndarray:
+        name = self._name(object_name)
         point = _finite(position, 3, "position")
         fitted = self.perception.plane_normal(name, point)
         if fitted is not None:
@@ -197,8 +197,13 @@ class RobotTools(ToolAPI):
 
     def parse_adaptive_shape_grasp_pose(self, object_name: str, preferred_position: np.ndarray | None = None,
                                         preferred_approach_direction: np.ndarray | None = None,
-                                        preferred_plane_normal: np.ndarray | None = None) -> Pose:
+                                        preferred_plane_normal: np.ndarray | None = None,
+                                        description: str | None = None) -> Pose:
         name, box = self._grasp_box(self._name(object_name))
+        if description is not None:
+            if not isinstance(description, str):
+                raise ToolArgumentError(f"description must be text, got {type(description).__name__}")
+            self.notes.append(f"grasp description (recorded, not used to choose the grasp): {description[:200]}")
         model = self.backend.model(name)
         prefs = {}
         for key, value in (("preferred_position", preferred_position),
@@ -234,10 +239,12 @@ class RobotTools(ToolAPI):
             self._grasper = create_grasp_backend(self.perception.pipeline.grasp)
         return self._grasper
 
-    def _handle_grasp(self, name: str, box: np.ndarray) -> Pose:
+    def _handle_grasp(self, name: str, box: np.ndarray, approach: np.ndarray | None = None) -> Pose:
         """The first handle grasp whose grasp and pre-grasp poses the arm reaches without collisions (contact with
-        what the fingers close on allowed; the level one if none)."""
-        candidates = grasps.handle_grasps(box, self._outward(name), self._hand)
+        what the fingers close on allowed; the level one if none). ``approach``: the horizontal direction to come
+        in along (default: against the face's outward normal)."""
+        outward = self._outward(name) if approach is None else -approach
+        candidates = grasps.handle_grasps(box, outward, self._hand)
         for pose in candidates:
             pre = Pose(tuple(float(v) for v in np.array(pose.position) - PRE_GRASP_M * grasps.approach_of(pose)),
                        pose.orientation)
@@ -252,11 +259,19 @@ class RobotTools(ToolAPI):
         _, box = self._grasp_box(self._name(object_name))
         return grasps.central_lift(box, self._hand, description)
 
-    def parse_horizontal_grasp_pose(self, object_name: str) -> Pose:
+    def parse_horizontal_grasp_pose(self, object_name: str, approach_direction: np.ndarray | None = None) -> Pose:
         name, box = self._grasp_box(self._name(object_name))
+        approach = None
+        if approach_direction is not None:
+            vector = _finite(approach_direction, 3, "approach_direction")
+            level = np.array([vector[0], vector[1], 0.0])
+            if np.linalg.norm(level) < 0.5 * max(np.linalg.norm(vector), 1e-12):
+                raise ToolArgumentError(f"approach_direction must be mostly horizontal for a horizontal grasp, got "
+                                        f"{vector.tolist()}")
+            approach = level / np.linalg.norm(level)
         if self.backend.model(name).category == "handle":
-            return self._handle_grasp(name, box)
-        return grasps.horizontal(box, self._hand)
+            return self._handle_grasp(name, box, approach)
+        return grasps.horizontal(box, self._hand, approach)
 
     # ------------------------------------------------------------------------------------------------ placing
 

@@ -36,12 +36,13 @@ ROOM_BLOCKS: dict[str, range] = {
 }
 ALL_FLOORPLANS: tuple[int, ...] = tuple(n for block in ROOM_BLOCKS.values() for n in block)
 
-#: Held-out ("unseen") floorplans, three per room type, 12 in all, so that 108 scenes remain seen -- the number of
-#: scenes MuEP reports. The first of each triple is one of ALFRED's four validation-unseen scenes (10, 219, 308, 424);
-#: ALFRED's eight test-unseen scene numbers are not published with ALFWorld, so the other two per room type are fixed
-#: here once and for all (numbers spread over each block, away from ALFRED's valid-unseen scene). Changing this list
-#: changes every downstream split; it is a params key so that the change is explicit and tracked by DVC.
-DEFAULT_UNSEEN: tuple[int, ...] = (10, 19, 26, 219, 212, 227, 308, 314, 322, 424, 416, 429)
+#: Held-out ("unseen") floorplans: the 12 floorplans that have no ALFWorld training game, three per room type, so
+#: that 108 scenes remain seen -- the number MuEP reports, and exactly ALFWorld's training floorplans. They are ALFRED's
+#: held-out scenes: its four validation-unseen ones (10, 219, 308, 424: ALFWorld's ``valid_unseen`` games, the
+#: ``alfworld_unseen`` split) and its eight test-unseen ones (9, 29, 215, 226, 315, 325, 404, 425), recovered as the
+#: floorplans without a training game. Changing this list changes every downstream split; it is a params key so
+#: that the change is explicit and tracked by DVC.
+DEFAULT_UNSEEN: tuple[int, ...] = (9, 10, 29, 215, 219, 226, 308, 315, 325, 404, 424, 425)
 
 
 def room_type_of(floorplan: int) -> str:
@@ -136,7 +137,11 @@ class SceneParams(Strict):
 class MetadataParams(Strict):
     seed: int = 0
     instantiations: Annotated[int, Field(ge=1, le=50)] = 1
-    """Initial states drawn per floorplan (scenes FloorPlanN, FloorPlanN-1, ...), like ALFRED's trials."""
+    """Training initial states per floorplan (scenes FloorPlanN, FloorPlanN-1, ...): ALFRED's real states where the
+    floorplan has ALFWorld training games (in a seeded order), seeded placements beyond them."""
+    seen_test_fraction: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
+    """Share of the seen floorplans (per room type, at least one) given one more initial state, held out from
+    training: the ``seen_test`` split's states."""
     min_instances_per_type: Annotated[int, Field(ge=1, le=10)] = 1
     max_instances_per_type: Annotated[int, Field(ge=1, le=10)] = 3
 
@@ -179,7 +184,6 @@ class GameRunnerParams(Strict):
 class DemosParams(GameRunnerParams):
     episodes: Annotated[int, Field(ge=1)] | None = 48
     """Accepted tasks to roll out (round-robin over split x task type); null = all of them (paper scale)."""
-    seen_test_fraction: Annotated[float, Field(ge=0.0, le=0.5)] = 0.1
     seed: int = 0
     grammar: Literal["alfworld-0.4", "muep"] = "alfworld-0.4"
     search: Literal["gbf", "ehc"] = "gbf"
@@ -193,6 +197,12 @@ class DemosParams(GameRunnerParams):
     @classmethod
     def _known_renderer(cls, value: str) -> str:
         return _names_in([value], "renderer", RENDERERS)[0]
+
+
+class AlfWorldParams(Strict):
+    games: Annotated[int, Field(ge=1, le=140)] | None = 6
+    """ALFWorld evaluation games per split (``alfworld_seen`` of 140, ``alfworld_unseen`` of 134), a fixed slice taken
+    round-robin over task types in trial order; null = all 274 (the paper's test sets)."""
 
 
 class SFTParams(Strict):
@@ -292,6 +302,7 @@ class MuEPParams(Strict):
     generate: GenerateParams = GenerateParams()
     filter: FilterParams = FilterParams()
     demos: DemosParams = DemosParams()
+    alfworld: AlfWorldParams = AlfWorldParams()
     sft: SFTParams = SFTParams()
     eval: EvalParams = EvalParams()
 

@@ -103,9 +103,17 @@ class StageLog:
         self.stage = stage
         self.reads: list[str] = []
         self.writes: list[str] = []
+        self.facts: dict = {}
+
+    def run_facts(self, **facts) -> None:
+        """What this run measured or where it ran -- wall times, hosts, ports, which runner took which goal -- as
+        opposed to what it computed. They go to ``reports/timings/<stage>.json`` (written at the end of the stage,
+        not a DVC output and not in git), never into a data output, so the same inputs give the same bytes."""
+        self.facts.update(facts)
 
     def __enter__(self) -> StageLog:
         self._start = time.perf_counter()
+        self.started_at = time.time()  # epoch seconds: MLflow runs logged at the end take it as their start
         log.info("[%s] started", self.stage)
         return self
 
@@ -140,8 +148,14 @@ class StageLog:
         log.info("[%s] wrote %s%s", self.stage, rel(path), f" ({rows} rows)" if rows is not None else "")
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        took = _fmt_s(time.perf_counter() - self._start)
+        seconds = time.perf_counter() - self._start
+        took = _fmt_s(seconds)
         if exc_type is None:
+            from core.io import write_json
+            from tasks.paths import REPORTS
+
+            write_json(REPORTS / "timings" / f"{self.stage}.json",
+                       {"stage": self.stage, "wall_s": round(seconds, 2)} | self.facts)
             log.info("[%s] done in %s: read %d inputs, wrote %d outputs", self.stage, took, len(self.reads),
                      len(self.writes))
         else:

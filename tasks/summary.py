@@ -115,6 +115,15 @@ def roboscript_lines() -> list[Line]:
     ]
 
 
+def _took(stage: str) -> str:
+    """The stage's last wall time (``reports/timings/<stage>.json``, written by every stage; "-" if none)."""
+    facts = _read(paths.REPORTS / "timings" / f"{stage.split(' ')[0]}.json")
+    if not facts or "wall_s" not in facts:
+        return "-"
+    seconds = float(facts["wall_s"])
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 def pipelines() -> dict[str, list[Line]]:
     return {"MuEP": muep_lines(), "RoboScript": roboscript_lines()}
 
@@ -131,9 +140,10 @@ def render(width: int = 120) -> str:
         table = Table(title=name, title_justify="left", expand=False, show_lines=False)
         table.add_column("stage", no_wrap=True)
         table.add_column("headline")
+        table.add_column("took", no_wrap=True, justify="right")
         table.add_column("report", overflow="fold")
         for line in lines:
-            table.add_row(line.stage, line.headline, line.report)
+            table.add_row(line.stage, line.headline, _took(line.stage), line.report)
         console.print(table)
-    console.print("Full metrics: dvc metrics show --json; runs: mlflow ui --backend-store-uri sqlite:///mlflow.db")
+    console.print("Full metrics: dvc metrics show --json; runs in MLflow's UI: embp ui; stage times: reports/timings/")
     return console.export_text()

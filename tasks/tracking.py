@@ -78,9 +78,11 @@ _MAX_METRICS, _MAX_PARAMS = 1000, 100  # MLflow's caps per log_batch call
 
 def log_run(params: TrackingParams, experiment: str, run_name: str, *, run_params: dict | None = None,
             metrics: dict[str, float] | None = None, tags: dict[str, str] | None = None,
-            artifacts: list[Path | str | tuple[str, Path | str]] = (), dataset: DatasetRef | None = None) -> str:
+            artifacts: list[Path | str | tuple[str, Path | str]] = (), dataset: DatasetRef | None = None,
+            started_at: float | None = None) -> str:
     """One finished MLflow run in ``<prefix>/<experiment>``: params, metrics and tags in batched calls, then the
-    artifacts (a path goes to the run's root, ``(folder, path)`` into that folder) and the dataset input. Every flow logs through this; returns the run id. A failure
+    artifacts (a path goes to the run's root, ``(folder, path)`` into that folder) and the dataset input.
+    ``started_at`` (epoch seconds, e.g. the stage's start) makes the run's duration the stage's, not the logging's. Every flow logs through this; returns the run id. A failure
     half-way marks the run FAILED, so a leaderboard never reads half a run."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
@@ -88,7 +90,8 @@ def log_run(params: TrackingParams, experiment: str, run_name: str, *, run_param
     experiment_id = setup(params, experiment)
     client = MlflowClient(tracking_uri(params))
     tags = dict(tags or {})
-    run = client.create_run(experiment_id, run_name=run_name, tags={"mlflow.runName": run_name} | tags)
+    run = client.create_run(experiment_id, run_name=run_name, tags={"mlflow.runName": run_name} | tags,
+                            start_time=int(started_at * 1000) if started_at is not None else None)
     run_id = run.info.run_id
     try:
         now = int(time.time() * 1000)
@@ -110,3 +113,13 @@ def log_run(params: TrackingParams, experiment: str, run_name: str, *, run_param
         raise
     client.set_terminated(run_id, status="FINISHED")
     return run_id
+
+
+def experiment_links(params: TrackingParams, base_url: str) -> dict[str, str]:
+    """A link per experiment of this project that opens the MLflow UI (3.x) on its runs table: the UI starts in its
+    GenAI view unless the URL asks for the model-training one (``workflowType=machine_learning``)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri(params))
+    return {e.name: f"{base_url.rstrip('/')}/#/experiments/{e.experiment_id}?workflowType=machine_learning"
+            for e in client.search_experiments(filter_string=f"name LIKE '{params.experiment_prefix}/%'")}

@@ -18,15 +18,40 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: The isolation the robot tests run generated code in (set in pytest_configure, printed in the run's header):
+#: bubblewrap where it can create namespaces, else `none` -- a CI container without namespaces still runs every
+#: sandbox test, against the static layer, the guards, uid 65534, rlimits and seccomp. EMBP_TEST_ISOLATION=none
+#: (or bwrap) forces one; tests/test_robot_sandbox_isolation.py checks both modes either way.
+SANDBOX_ISOLATION = {"mode": "", "why": ""}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "allowed_skip(reason): the test may skip for the stated reason without "
+                                       "failing the run")
+    from robot import sandbox
+
+    forced = os.environ.get("EMBP_TEST_ISOLATION", "")
+    ok, why = sandbox.bwrap_status()
+    mode = forced or ("bwrap" if ok else "none")
+    SANDBOX_ISOLATION.update(mode=mode, why=why)
+    sandbox.configure(mode)
+
+
+def pytest_report_header(config):
+    mode, why = SANDBOX_ISOLATION["mode"], SANDBOX_ISOLATION["why"]
+    if mode == "bwrap":
+        return "sandbox isolation for the robot tests: bwrap (bubblewrap namespaces)"
+    reason = f"bubblewrap cannot create namespaces here: {why}" if why else "forced by EMBP_TEST_ISOLATION"
+    return (f"sandbox isolation for the robot tests: NONE -- {reason}; the sandbox tests run without namespaces "
+            "(restricted compiler, guards, uid 65534, rlimits, seccomp)")
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # No silent skips: a skip fails the run unless the test carries @pytest.mark.allowed_skip(reason=...).
 
 _SKIPPED: list[str] = []
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "allowed_skip(reason): the test may skip for the stated reason without "
-                                       "failing the run")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -59,13 +84,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def default_data(tmp_path_factory) -> Path:
-    """The default pipeline's MuEP data up to the SFT export (``dvc repro muep-sft``), built once per test session
-    in a throw-away copy of the repository. Returns the copy's root."""
+    """The default pipeline (``dvc repro``, every stage) run once per test session in a throw-away copy of the
+    repository: the data the tests of built outputs read, and the first of the two runs the reproducibility test
+    compares. Returns the copy's root."""
     from repo_copy import copy_repo, run_checked
 
     work = tmp_path_factory.mktemp("default-data")
     env = copy_repo(work)
-    run_checked(["dvc", "repro", "muep-sft"], work, env, timeout=1800)
+    run_checked(["dvc", "repro"], work, env, timeout=3600)
     return work
 
 

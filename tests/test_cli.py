@@ -81,3 +81,21 @@ def test_run_with_a_profile_as_the_readme_writes_it(tmp_path):
     assert json.loads((tmp_path / "reports/roboscript/worlds.json").read_text())["benchmark_tasks"] == 8
     assert "roboscript-worlds" in out.stdout and "RoboScript" in out.stdout
     assert _prefect_server._read_state(tmp_path / ".dvc" / "tmp" / "embp-prefect") is None
+
+
+def test_experiment_links_open_the_runs_table(tmp_path):
+    """`embp ui` prints, per experiment, the link that opens MLflow 3's runs table rather than its GenAI overview."""
+    from tasks import tracking
+    from tasks.params import TrackingParams
+
+    settings = TrackingParams(uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = tracking.log_run(settings, "roboscript-eval", "probe", metrics={"m": 1.0}, started_at=1_700_000_000.0)
+    links = tracking.experiment_links(settings, "http://127.0.0.1:5000/")
+    assert list(links) == ["embp/roboscript-eval"]
+    assert links["embp/roboscript-eval"].startswith("http://127.0.0.1:5000/#/experiments/")
+    assert links["embp/roboscript-eval"].endswith("?workflowType=machine_learning")
+    from mlflow import MlflowClient
+
+    run = MlflowClient(settings.uri).get_run(run_id)
+    assert run.info.start_time == 1_700_000_000_000 and run.info.status == "FINISHED"
+    assert (tmp_path / "mlartifacts").is_dir() or not list(tmp_path.glob("mlruns"))  # artifacts beside the store

@@ -13,6 +13,7 @@ import pytest
 import webdataset as wds
 from muep_tasks import make_task as _task
 
+from core.errors import DataError
 from tasks.muep.demos import (
     Batch,
     DemoSettings,
@@ -91,7 +92,7 @@ def find_task(metadata_dir: Path, task_type: str, prefer_satisfied_target: bool 
                 accepted, _, _ = filter_tasks([task], facts)
                 if not accepted:
                     continue
-                starts_there = target in facts[row.scene].placements.get(obj, [])
+                starts_there = any(p.in_type(target) for p in facts[row.scene].placements.get(obj, []))
                 if prefer_satisfied_target and not starts_there:
                     continue
                 return task.__dict__ | {"split": "train"}
@@ -241,14 +242,41 @@ def test_changed_inputs_discard_old_batches(tmp_path):
 
 
 def test_selection_covers_every_split_and_type(metadata_dir):
-    scenes = pd.read_parquet(metadata_dir / "scenes.parquet").assign(split=["seen", "seen", "unseen", "seen"])
+    scenes = pd.read_parquet(metadata_dir / "scenes.parquet")
+    scenes = scenes.assign(state_split=["train", "seen_test", "unseen_test", "train"][:len(scenes)])
     tasks = pd.DataFrame([find_task(metadata_dir, t) for t in sorted(TASK_TYPES)] * 3)
     tasks["task_id"] = [f"t{i}" for i in range(len(tasks))]
-    picked = select_episodes(tasks.drop(columns="split"), scenes, episodes=6, seen_test_fraction=0.5, seed=0)
+    picked = select_episodes(tasks.drop(columns="split"), scenes, episodes=6, seed=0)
     assert len(picked) == 6
-    assert select_episodes(tasks.drop(columns="split"), scenes, 6, 0.5, 0).equals(picked)  # deterministic
-    unseen = set(scenes[scenes.split == "unseen"].scene)
-    assert all((row.split == "unseen_test") == (row.scene in unseen) for row in picked.itertuples())
+    assert select_episodes(tasks.drop(columns="split"), scenes, 6, 0).equals(picked)  # deterministic
+    split_of = dict(zip(scenes.scene, scenes.state_split, strict=True))
+    state_of = dict(zip(scenes.scene, scenes.initial_state, strict=True))
+    # the split is the scene instance's: episodes of one initial state never land in two splits
+    assert all(row.split == split_of[row.scene] and row.initial_state == state_of[row.scene]
+               for row in picked.itertuples())
+
+
+def test_split_leakage_is_refused():
+    """The stage's check fails on shared initial states and on test floorplans the splits do not allow."""
+    from tasks.muep.demos import split_leakage
+
+    def frame(*rows):
+        return pd.DataFrame(rows, columns=["scene", "floorplan", "state_split", "initial_state"])
+
+    good = frame(("a", 1, "train", "s1"), ("b", 1, "seen_test", "s2"), ("c", 9, "unseen_test", "s3"))
+    alf = frame(("v1", 1, "alfworld_seen", "s4"), ("v2", 10, "alfworld_unseen", "s5"), ("v3", 2, "alfworld_seen", "s6"))
+    report = split_leakage(good, alf)
+    assert report["initial_states"] == {"alfworld_seen": 2, "alfworld_unseen": 1, "seen_test": 1, "train": 1,
+                                        "unseen_test": 1}
+    assert report["alfworld_seen_floorplans_without_training_states"] == 1  # floorplan 2 has no training state
+    with pytest.raises(DataError, match="initial state.*s1 in seen_test and train"):
+        split_leakage(frame(("a", 1, "train", "s1"), ("b", 1, "seen_test", "s1")))
+    with pytest.raises(DataError, match="initial state.*alfworld_seen and train"):
+        split_leakage(good, frame(("v", 1, "alfworld_seen", "s1")))
+    with pytest.raises(DataError, match=r"seen_test floorplans without training states: \[2\]"):
+        split_leakage(frame(("a", 1, "train", "s1"), ("b", 2, "seen_test", "s2")))
+    with pytest.raises(DataError, match=r"unseen floorplans \[10\] also have training states"):
+        split_leakage(good.assign(floorplan=[10, 10, 9]), alf)
 
 
 def test_kill_9_mid_run_then_rerun_finishes_only_the_rest(metadata_dir, tmp_path):
@@ -295,6 +323,7 @@ def _flow_root(metadata_dir: Path, tmp_path: Path, **demos) -> tuple[Path, list[
 
     root = tmp_path / "root"
     shutil.copytree(metadata_dir, root / "data/muep/metadata")
+    _alfworld_scenes(root / "data/muep/alfworld/metadata")
     write_records(root / "data/muep/filter/accepted.parquet",
                   [TaskRecord(**(t | {"split": "seen"}))
                    for t in _tasks_for_batches(metadata_dir).to_dict("records")], TaskRecord)
@@ -304,6 +333,15 @@ def _flow_root(metadata_dir: Path, tmp_path: Path, **demos) -> tuple[Path, list[
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     env = os.environ | {"EMBP_ROOT": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     return root, [sys.executable, "-m", "flows.muep_demos", "--params", str(root / "params.yaml")], env
+
+
+def _alfworld_scenes(out: Path) -> None:
+    """The scene tables of two ALFWorld evaluation games: the demonstrations stage checks no training state is one."""
+    from tasks.muep.alfworld_games import VALID_ARCHIVE, read_games
+    from tasks.muep.alfworld_splits import game_metadata, select_games
+    from tasks.muep.metadata import write_tables
+
+    write_tables([game_metadata(g) for g in select_games(read_games(VALID_ARCHIVE), 1)], out)
 
 
 def test_rollouts_on_a_dask_cluster(metadata_dir, tmp_path):

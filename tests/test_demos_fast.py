@@ -352,10 +352,10 @@ def test_expect_games_announces_the_posable_goals_of_the_batch_scenes(metadata_d
 
 
 def test_selection_then_batches_is_deterministic(metadata_dir):
-    scenes = pd.read_parquet(metadata_dir / "scenes.parquet").assign(split="seen")
+    scenes = pd.read_parquet(metadata_dir / "scenes.parquet")
     tasks = pd.DataFrame([find_task(metadata_dir, t) for t in sorted(TASK_TYPES)] * 2)
     tasks["task_id"] = [f"t{i}" for i in range(len(tasks))]
-    picked = select_episodes(tasks.drop(columns="split"), scenes, None, 0.5, 0)
+    picked = select_episodes(tasks.drop(columns="split"), scenes, None, 0)
     a, b = make_batches(picked, 3), make_batches(copy.deepcopy(picked), 3)
     assert [[t["task_id"] for t in x.tasks] for x in a] == [[t["task_id"] for t in x.tasks] for x in b]
 
@@ -370,6 +370,6 @@ def test_a_batch_translates_each_scene_instance_once(metadata_dir, planner, task
     selected = pd.DataFrame(list(tasks_by_type.values()))
     out = tmp_path / "demos"
     prepare_output(out, "fp")
-    records = [r for b in make_batches(selected, batch_size=2) for r in run_batch(b, settings(metadata_dir, out))]
+    records = [r for b in make_batches(selected, batch_size=2) for r in run_batch(b, settings(metadata_dir, out))[0]]
     assert {r.status for r in records} == {"ok"} and len(records) == len(selected)
     assert games.translations == selected.scene.nunique()

@@ -59,12 +59,12 @@ def sample_meta(eid: str, split: str, task_type: str, step: int, action: str | N
 
 def episode_record(eid: str, split: str, task_type: str, actions: list[str], status: str = "ok") -> EpisodeRecord:
     return EpisodeRecord(
-        episode_id=eid, task_id=eid, scene=SCENES.get(eid, "FloorPlan3"), floorplan=1, room_type="kitchen",
+        episode_id=eid, task_id=eid, scene=SCENES.get(eid, "FloorPlan3"), initial_state=f"state-{eid}", floorplan=1,
+        room_type="kitchen",
         split=split, task_type=task_type, instruction=f"do the {task_type} task", object_type="Mug",
         target_type="Fridge", status=status, detail="" if status == "ok" else "step 2: refused",
         plan_length=len(actions), n_samples=len(actions) + 1 if status == "ok" else 0, batch=f"{split}-00000",
-        grammar="alfworld-0.4", renderer="schematic", search="gbf", actions=actions, plan_s=0.01, load_s=0.5,
-        steps_s=0.2, render_s=0.05, write_s=0.001)
+        grammar="alfworld-0.4", renderer="schematic", search="gbf", actions=actions)
 
 
 def write_demos(demos: Path, episodes=EPISODES, mutate=None) -> Path:
@@ -226,6 +226,25 @@ def test_card_statistics_table_and_figures(tmp_path):
             assert image.format == "PNG" and image.width >= 600 and image.height >= 300
 
 
+def test_card_explains_episode_length_against_alfworlds_walkthroughs(tmp_path):
+    """The episode-length section puts this run's pairs and actions per episode next to the paper's ratio and to
+    ALFWorld's walkthroughs per task type (from muep-alfworld's train_games.parquet)."""
+    demos = write_demos(tmp_path / "demos")
+    walk = tmp_path / "train_games.parquet"
+    pd.DataFrame({"task_type": ["pick_and_place_simple"] * 3 + ["pick_clean_then_place_in_recep"],
+                  "plan_length": [4, 4, 5, 7]}).to_parquet(walk)
+    out = build_card(demos, tmp_path / "reports", ref_root=tmp_path, walkthroughs=walk)
+    lengths = out["lengths"]
+    assert (lengths.actions, lengths.pairs) == (5.25, 6.25)  # the four ok episodes: 8, 4, 3 and 6 actions
+    assert lengths.walkthrough_mean == 5.0 and lengths.walkthrough_by_type["pick_and_place_simple"] == 13 / 3
+    assert lengths.weighted == 0.75 * 4 + 0.25 * 8  # our per-type means in ALFWorld's type mix (3:1)
+    assert lengths.opens == 0.5 and lengths.gotos == 2.25  # 2 opens and 3 + 2 + 1 + 3 "go to" in 4 episodes
+    card = (tmp_path / "reports" / "dataset_card.md").read_text(encoding="utf-8")
+    assert "**6.25 image-text pairs per episode** (5.25 actions plus the initial state): 47% below the paper's " \
+           "11.83" in card
+    assert "| pick & place | 4.00 | 4.33 |" in card and "2 x 5.25 = 10.50 here" in card
+
+
 def test_card_is_deterministic(tmp_path):
     demos = write_demos(tmp_path / "demos")
     build_card(demos, tmp_path / "a", ref_root=tmp_path)
@@ -294,7 +313,7 @@ def test_real_rollouts_give_sft_records_and_a_card(tmp_path):
                                       renderer="schematic", render_size=160, metadata_dir=str(meta_dir),
                                       out_dir=str(out))
     try:
-        records = demos_mod.run_batch(demos_mod.Batch("train-00000", "train", tasks), settings)
+        records, _ = demos_mod.run_batch(demos_mod.Batch("train-00000", "train", tasks), settings)
     finally:
         planner = demos_mod._WORKER.pop("planner", None)
         if planner is not None:

@@ -201,8 +201,9 @@ def test_with_full_noise_mistakes_appear_and_the_filter_catches_them(scenes):
         # the chatty model: a preamble and a sign-off around every answer, both rejected
         text = answer(messages(meta), 1.0).text.splitlines()
         assert text[0].startswith("Here are") and text[-1] == "I hope these help!"
-    assert parse_reasons["not_a_task"] > 0  # sloppy lines and chatter
-    assert set(parse_reasons) == {"not_a_task"}
+    assert parse_reasons["not_a_task"] > 0  # chatter
+    assert parse_reasons["unknown_task_type"] > 0  # sloppy lines: they name objects but no task type
+    assert set(parse_reasons) == {"not_a_task", "unknown_task_type"}
     # an item that is not in the room, a non-receptacle as target, a task type the room cannot host
     for reason in ("invalid_item", "inadequate_attributes", "room_incompatible"):
         assert filter_reasons[reason] > 0, filter_reasons

@@ -242,3 +242,35 @@ def test_prompt_examples_parse_back_to_their_labels():
             assert not rejects and len(tasks) == 1, text
             task = tasks[0]
             assert (task.task_type, task.object_type, task.receptacle_type or task.light_type) == want, text
+
+
+@pytest.mark.parametrize(("line", "reason", "detail"), [
+    # names an object but no task type: the task type is what is missing, not the household object
+    ("Grab the apple.", "unknown_task_type", "names Apple but no task type can be read off"),
+    ("Find the keychain.", "unknown_task_type", "names KeyChain but no task type can be read off"),
+    # a statement about an object: no task, and the reason says so truthfully
+    ("The apple on the counter looks ripe.", "not_a_task", "a statement about Apple, CounterTop, not an instruction"),
+    ("Hello there, how are you?", "not_a_task", "no task type and no household object in the line"),
+])
+def test_lines_that_are_no_task_say_why_truthfully(line: str, reason: str, detail: str):
+    tasks, rejects = parse_response(f"1. {line}", "stop")
+    assert not tasks and [(r.reason, r.detail) for r in rejects] == [(reason, detail)]
+
+
+@pytest.mark.parametrize("line", ["Put a book in the book.",
+                                  "type: pick_and_place_simple | instruction: Put a book in the book. | object: Book | "
+                                  "receptacle: Book"])
+def test_a_self_referential_target_is_parsed_and_left_to_the_filter(line: str):
+    """The paper's criterion 3 (inadequate attributes) judges "put a book in the book", not the parser: both forms
+    of the line parse to the same task, which the filter rejects as inadequate_attributes."""
+    from muep_tasks import make_task
+
+    from tasks.muep.filter import SceneFacts, filter_tasks
+
+    tasks, rejects = parse_response(f"1. {line}", "stop")
+    assert not rejects and [(t.task_type, t.object_type, t.receptacle_type) for t in tasks] == \
+        [("pick_and_place_simple", "Book", "Book")]
+    task = make_task("FloorPlan301", 301, "bedroom", "pick_and_place_simple", "Book", "Book", "t")
+    facts = SceneFacts("FloorPlan301", "bedroom", {"Book": 2, "Desk": 1}, {})
+    _, rejected, _ = filter_tasks([task], {"FloorPlan301": facts})
+    assert [(r.reason, r.detail) for r in rejected] == [("inadequate_attributes", "a book is not a receptacle")]

@@ -266,46 +266,18 @@ def test_sim_seg_needs_a_segmentation_image():
 
 
 def _tiny_owlvit(path):
-    from transformers import (
-        OwlViTConfig,
-        OwlViTForObjectDetection,
-        OwlViTProcessor,
-        PreTrainedTokenizerFast,
-    )
-    from transformers.models.owlvit.image_processing_pil_owlvit import (
-        OwlViTImageProcessorPil,
-    )
+    """The tiny random OWL-ViT the ablation's detector setting uses (tasks/roboscript/eval/tiny_detector.py)."""
+    from tasks.roboscript.eval.tiny_detector import build_tiny_owlvit
 
-    from tasks.train.tiny import _bpe
-
-    config = OwlViTConfig(
-        text_config={"vocab_size": 320, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "max_position_embeddings": 16, "bos_token_id": 1,
-                     "eos_token_id": 2, "pad_token_id": 0},
-        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                       "image_size": 64, "patch_size": 16}, projection_dim=32)
-    import torch
-
-    torch.manual_seed(0)
-    model = OwlViTForObjectDetection(config).eval()
-    with torch.no_grad():  # random box weights saturate the sigmoid into zero-size boxes: start from the priors
-        model.box_head.dense2.weight.mul_(0.01)
-        model.box_head.dense2.bias.zero_()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_bpe(["apple", "white bowl", "drawer"], 320,
-                                                              ["<pad>", "<s>", "</s>", "<unk>"]),
-                                        bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
-                                        model_max_length=16)
-    image = OwlViTImageProcessorPil(size={"height": 64, "width": 64}, crop_size={"height": 64, "width": 64})
-    model.save_pretrained(path)
-    OwlViTProcessor(image_processor=image, tokenizer=tokenizer).save_pretrained(path)
+    return build_tiny_owlvit(path / "owlvit")
 
 
 @pytest.mark.slow
 def test_detector_backend_runs_a_tiny_random_owlvit_from_a_local_checkpoint(tmp_path):
     """The hf-detector code path for real: AutoModelForZeroShotObjectDetection + AutoProcessor from a directory,
     post-processing, phrase -> name assignment. A random model finds random boxes; the test checks their form."""
-    _tiny_owlvit(tmp_path)
-    grounder = create_grounder(GroundingParams(backend="hf-detector", model_path=str(tmp_path), threshold=0.0))
+    model = _tiny_owlvit(tmp_path)
+    grounder = create_grounder(GroundingParams(backend="hf-detector", model_path=str(model), threshold=0.0))
     spec = _ring(1)[0]
     rng = np.random.default_rng(0)
     frame = CameraFrame(spec, rng.integers(0, 255, (spec.height, spec.width, 3), dtype=np.uint8),
@@ -409,3 +381,40 @@ def test_ablation_summary_means_drops_and_report_text():
     assert ablation.perception_seconds(results) == {"gt": 0.5, "no_gt": 0.5}
     text = ablation.markdown(summary, ["gt", "no_gt"], 2)
     assert text.index("## pick and place") < text.index("## open drawer and place") and "| apple | 1.00 | 0.50 |" in text
+    header = text.split("## pick and place")[0]
+    assert "simulator's segmentation masks" in header and "random weights" in header  # said before any number
+    assert "simulator's segmentation masks" not in ablation.markdown(summary, ["gt", "no_gt"], 2, "hf-detector")
+
+
+def test_the_detector_setting_puts_a_grounding_model_in_the_loop(tmp_path):
+    from core.errors import ConfigError
+    from robot.contract.catalog import load_catalog
+    from tasks.roboscript.eval import ablation
+    from tasks.roboscript.params import AblationParams, RobotEvalParams, WorldsParams
+
+    ep = RobotEvalParams(ablation=AblationParams(objects=["apple"], studies=["pick_place"],
+                                                 settings=["gt_planning_scene", "detector_model"]))
+    trials, _ = ablation.trials(load_catalog(), WorldsParams(), ep)
+    by_setting = {t.setting: t for t in trials}
+    plain = ablation.goal(by_setting["gt_planning_scene"], ep, tmp_path)
+    model = ablation.goal(by_setting["detector_model"], ep, tmp_path)
+    assert plain["pipeline"]["grounding"]["backend"] == "sim-seg"  # the simulator's masks
+    assert model["pipeline"]["grounding"] | {"backend": "hf-detector", "model_path": str(tmp_path)} == \
+        model["pipeline"]["grounding"]
+    assert model["pipeline"]["detection"] == "perceived" and model["pipeline"]["planning_scene"] == "ground_truth"
+    with pytest.raises(ConfigError, match="detector checkpoint"):
+        ablation.goal(by_setting["detector_model"], ep)
+
+
+@pytest.mark.slow
+def test_the_ablations_tiny_detector_checkpoint_loads_in_the_grounding_backend(tmp_path):
+    from tasks.roboscript.eval.tiny_detector import build_tiny_owlvit
+
+    path = build_tiny_owlvit(tmp_path / "owlvit")
+    assert build_tiny_owlvit(path) == path  # built once
+    grounder = create_grounder(GroundingParams(backend="hf-detector", model_path=str(path), threshold=0.0))
+    spec = _ring(1)[0]
+    frame = CameraFrame(spec, np.random.default_rng(1).integers(0, 255, (spec.height, spec.width, 3), dtype=np.uint8),
+                        np.ones((spec.height, spec.width), np.float32))
+    (found,) = grounder.detect([frame], ["apple", "sponge"])
+    assert {d.label for d in found} <= {"apple", "sponge"}

@@ -189,7 +189,7 @@ def test_the_perceived_planning_scene_is_invisible_to_the_cameras(sim, tasks):
     _load(sim, tasks["Hard_1"].world)
     perception = create_perception("perceived", sim, NoiseParams(), 0, PipelineParams())
     perception.detect(None)
-    first = {n: perception.box(n) for n in ("apple", "banana", "grey_bowl")}
+    first = {n: perception.box(n) for n in ("apple", "banana", "white_ceramic_plate")}
     assert sim.perceived_scene and len(sim.collision_objects()) > 1
     perception.detect(None)
     for name, box in first.items():
@@ -202,9 +202,9 @@ def test_the_pipeline_runs_with_the_detector_backend_on_a_tiny_random_model(sim,
     boxes find whatever they find, and every outcome is a box or a clear ObjectNotFound."""
     from test_perception import _tiny_owlvit
 
-    _tiny_owlvit(tmp_path)
+    model = _tiny_owlvit(tmp_path)
     _load(sim, tasks["Simple_0"].world)
-    params = PipelineParams.model_validate({"grounding": {"backend": "hf-detector", "model_path": str(tmp_path),
+    params = PipelineParams.model_validate({"grounding": {"backend": "hf-detector", "model_path": str(model),
                                                           "threshold": 0.0}})
     perception = create_perception("perceived", sim, NoiseParams(), 0, params)
     perception.detect(["apple", "footed_bowl"])

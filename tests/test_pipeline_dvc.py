@@ -42,8 +42,10 @@ def test_repro_produces_outputs_and_metrics(workdir):
     proc = _run([sys.executable, "-m", "dvc", "repro", TARGET], work, env)
     assert _ran(proc) == set(STAGES)
     scenes = pd.read_parquet(work / "data/muep/metadata/scenes.parquet")
-    assert sorted(scenes.floorplan) == [1, 2, 10, 201, 219, 301, 308, 401, 424]
+    assert sorted(set(scenes.floorplan)) == [1, 2, 10, 201, 219, 301, 308, 401, 424]
     assert set(scenes[scenes.split == "unseen"].floorplan) == {10, 219, 308, 424}
+    # one training state per floorplan, and a held-out seen-test state on one seen floorplan per room type
+    assert scenes.state_split.value_counts().to_dict() == {"train": 5, "unseen_test": 4, "seen_test": 4}
     for name in ("object_types", "receptacles", "instances", "unplaced"):
         assert (work / f"data/muep/metadata/{name}.parquet").exists()
     tasks = pd.read_parquet(work / "data/muep/generate/tasks.parquet")
@@ -55,7 +57,7 @@ def test_repro_produces_outputs_and_metrics(workdir):
     metrics = json.loads(_run([sys.executable, "-m", "dvc", "metrics", "show", "--json"], work, env).stdout)
     data = next(iter(metrics.values()))["data"]
     figures = {path: entry["data"] for path, entry in data.items() if "data" in entry}  # not-yet-run stages: "error"
-    assert figures["reports/muep/metadata.json"]["scenes"] == 9
+    assert figures["reports/muep/metadata.json"]["scenes"] == 13
     assert figures["reports/muep/generate.json"]["tasks_parsed"] == len(tasks)
     assert figures["reports/muep/filter.json"]["accepted"] == len(accepted)
     assert sum(figures["reports/muep/filter.json"]["rejected_by_reason"].values()) == len(rejected)

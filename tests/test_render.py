@@ -17,7 +17,7 @@ from PIL import Image, ImageChops
 
 from core.errors import ConfigError, PipelineError
 from tasks.muep.alfworld_data import read_scene
-from tasks.muep.metadata import collect_scene
+from tasks.muep.metadata import collect_scene, seeded_scene
 from tasks.muep.render import RENDERERS, Renderer, build_renderer
 from tasks.muep.render.layout import layout_from_metadata
 from tasks.muep.render.schematic import SchematicRenderer
@@ -26,8 +26,11 @@ from tasks.muep.world_state import WorldState
 from tasks.params import MetadataParams, SceneParams
 
 
-def _scene(floorplan: int):
-    meta = collect_scene(floorplan, SceneParams(floorplans=[floorplan]), MetadataParams())
+def _scene(floorplan: int, seeded: bool = True):
+    """A scene and its layout. The drawing tests use FloorPlan1's seeded state (they name its objects: apple 2 in
+    microwave 1, ...); ``seeded=False`` is the metadata stage's instance (ALFRED's state where there is one)."""
+    make = seeded_scene if seeded else collect_scene
+    meta = make(floorplan, SceneParams(floorplans=[floorplan]), MetadataParams())
     return meta, layout_from_metadata(meta, read_scene(floorplan).grid)
 
 
@@ -66,16 +69,18 @@ def _differs(a: bytes, b: bytes) -> int:
 # layout
 
 
-def test_layout_from_metadata(kitchen):
-    meta, layout = kitchen
+def test_layout_from_metadata():
+    meta, layout = _scene(1, seeded=False)
     assert layout.scene == "FloorPlan1" and layout.room_type == "kitchen"
     assert [r.name for r in layout.receptacles] == [r.name for r in meta.receptacles]
     assert len(layout.grid) == meta.scene.grid_points
     x, z, rotation, horizon = layout.start
     assert (x, z) in layout.grid and rotation == 0 and horizon == 30
-    assert layout == _scene(1)[1]  # deterministic
-    synth = [r for r in layout.receptacles if r.pose_synthesized]
-    assert synth and all(isinstance(r.x, float) for r in layout.receptacles)
+    assert layout == _scene(1, seeded=False)[1]  # deterministic
+    assert all(isinstance(r.x, float) for r in layout.receptacles)
+    assert not any(r.pose_synthesized for r in layout.receptacles)  # ALFRED's state: poses from ALFWorld's locations
+    seeded = _scene(10)[1]  # a held-out floorplan without ALFRED states: the pose file, completed
+    assert any(r.pose_synthesized for r in seeded.receptacles)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -109,12 +114,12 @@ def test_schematic_bytes_do_not_depend_on_the_process(kitchen):
     code = (
         "import hashlib\n"
         "from tasks.muep.alfworld_data import read_scene\n"
-        "from tasks.muep.metadata import collect_scene\n"
+        "from tasks.muep.metadata import seeded_scene\n"
         "from tasks.muep.render import build_renderer\n"
         "from tasks.muep.render.layout import layout_from_metadata\n"
         "from tasks.muep.world_state import WorldState\n"
         "from tasks.params import MetadataParams, SceneParams\n"
-        "meta = collect_scene(1, SceneParams(floorplans=[1]), MetadataParams())\n"
+        "meta = seeded_scene(1, SceneParams(floorplans=[1]), MetadataParams())\n"
         "layout = layout_from_metadata(meta, read_scene(1).grid)\n"
         "state = WorldState(agent_at='fridge 1', holding='apple 2', opened={'fridge 1', 'cabinet 1', 'drawer 3'},\n"
         "    placements={i.name: i.parent for i in meta.instances if i.name != 'apple 2'},\n"

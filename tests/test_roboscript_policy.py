@@ -120,6 +120,12 @@ BAD = [
     ("np = None", "shadows_tool", 1, "'np'"),
     ("while True:\n    open_gripper()", "unbounded_loop", 1, "never ends"),
     ("print(target_position)", "undefined_name", 1, "'target_position'"),
+    # what only the restricted compiler (the one the sandbox runs) refuses
+    ("def helper(n):\n    return n\n@helper\ndef f():\n    pass", "restricted", 4, "Decorators"),
+    ("_tmp = 1", "restricted", 1, "starts with \"_\""),
+    ("g = (x for x in [1])\nframe = g.gi_frame", "restricted", 2, "gi_frame"),
+    ("t = (x for x in [1]).gi_code", "restricted", 1, "gi_code"),
+    ("with get_gripper_pose() as p:\n    pass", "restricted", 1, "with statements"),
     # not code at all
     ("I would detect the apple first.\nThen I grasp it and put it in the bowl.", "not_code", None, "prose"),
     ("def f(:\n    pass", "syntax_error", 1, ""),

@@ -4,7 +4,11 @@ The flow-level rerun on a real runner pool is in tests/test_robot_ros.py."""
 
 from __future__ import annotations
 
-from tasks.roboscript.eval.evaluation import goal_fingerprint, store_result, stored_result
+from tasks.roboscript.eval.evaluation import (
+    goal_fingerprint,
+    store_result,
+    stored_result,
+)
 from tasks.roboscript.params import RobotEvalParams
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from robot import ros_env
+from tasks import paths
 
 pytestmark = [pytest.mark.ros, pytest.mark.sim]
 
@@ -26,6 +28,7 @@ if ros_env.check():
 from robot_goals import SIMPLE_0  # noqa: E402
 from robot_goals import request as _request  # noqa: E402
 
+from robot import sandbox  # noqa: E402
 from robot.client import RunnerClient, RunnerPool, discover, ensure_node, run_many  # noqa: E402
 from robot.contract.catalog import load_catalog  # noqa: E402
 from robot.pool import LocalPool, free_port, start_master, stop_process  # noqa: E402
@@ -158,7 +161,8 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
     params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces,
-                                     "tasks": ["Simple_0", "Hard_1", "Hard_2"], "repeats": 1}
+                                     "tasks": ["Simple_0", "Hard_1", "Hard_2"], "repeats": 1,
+                                     "isolation": sandbox.default_mode()}  # the pool's (conftest.py)
     params["llm"]["offline"]["noise"] = 0.0
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
@@ -172,9 +176,13 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     assert summary["tasks_run"] == 3
     details = json.loads((tmp_path / "reports" / "eval_details.json").read_text())
     assert "parse_place_pose" in details["tasks"]["Simple_0"]["code"]
-    assert len(details["tasks"]["Hard_2"]["repeats"]) == 1 and details["pool"]["runners"] == pool.namespaces
+    assert len(details["tasks"]["Hard_2"]["repeats"]) == 1 and "pool" not in details and "runner" not in \
+        details["tasks"]["Hard_2"]
+    facts = json.loads((paths.REPORTS / "timings" / "roboscript-eval.json").read_text())  # not a DVC output
+    assert facts["pool"]["runners"] == pool.namespaces and facts["tasks"]["Hard_2"]["runner"] in pool.namespaces
     table = (tmp_path / "reports" / "table2.md").read_text()
-    assert "| offline:offline-proposer-v1 | grammar correctness |" in table and "Hard_2" in table
+    assert "| rules:template-coder | rule-based template program (not an LLM) |" in table and "Hard_2" in table
+    assert "| GPT-4 | LLM | published (10 repeats) | grammar correctness |" in table
     import mlflow
 
     mlflow.set_tracking_uri(params["tracking"]["uri"])
@@ -263,24 +271,136 @@ def test_perception_ablation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces}
+    params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces,
+                                     "isolation": sandbox.default_mode()}
     params["roboscript"]["eval"]["ablation"] = {"objects": ["blue_block"], "studies": ["pick_place", "drawer"],
-                                                "settings": ["gt", "no_gt"], "repeats": 1}
+                                                "settings": ["gt", "no_gt", "detector_model"], "repeats": 1}
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
     monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
     monkeypatch.setattr(layout, "GOAL_RESULTS", tmp_path / "goals")
+    monkeypatch.setattr(layout, "TINY_DETECTOR", tmp_path / "tiny-owlvit")
     means = roboscript_perception.roboscript_perception(str(params_file))
     report = json.loads((tmp_path / "reports" / "perception.json").read_text())
-    assert set(report["success"]) == {"gt", "no_gt"} and set(means) == {"gt", "no_gt"}
+    assert set(report["success"]) == {"gt", "no_gt", "detector_model"} and set(means) == set(report["success"])
+    assert (tmp_path / "tiny-owlvit" / "config.json").is_file()  # the grounding model in the loop, built here
+    detector_calls = [o for k, o in report["outcomes"].items() if k.startswith("detector_model/")]
+    assert len(detector_calls) == 2 and all("error" not in o for o in detector_calls)  # it ran, whatever it found
     assert report["success"]["gt"]["pick_place"]["blue_block"] == 1.0
-    assert report["perception_s"]["gt"] == 0.0 and report["perception_s"]["no_gt"] > 0.0
-    assert set(report["outcomes"]) == {f"{s}/{t}/blue_block" for s in ("gt", "no_gt") for t in ("pick_place", "drawer")}
+    facts = json.loads((paths.REPORTS / "timings" / "roboscript-perception.json").read_text())
+    assert facts["perception_s"]["gt"] == 0.0 and facts["perception_s"]["no_gt"] > 0.0 and "perception_s" not in report
+    assert set(report["outcomes"]) == {f"{s}/{t}/blue_block" for s in ("gt", "no_gt", "detector_model")
+                                       for t in ("pick_place", "drawer")}
     table = (tmp_path / "reports" / "perception_ablation.md").read_text()
-    assert "| blue_block |" in table and "No GT" in table
+    assert "| blue_block |" in table and "No GT" in table and "simulator's segmentation masks" in table
     assert (tmp_path / "reports" / "figures" / "perception_ablation.png").stat().st_size > 10_000
     import mlflow
 
     mlflow.set_tracking_uri(params["tracking"]["uri"])
     runs = mlflow.search_runs(experiment_names=["embp/roboscript-perception"])
     assert len(runs) == 1 and runs.iloc[0]["metrics.mean.gt.pick_place"] == 1.0
+
+
+# ------------------------------------------------------------------- a pool lives and dies with its flow (issue #19)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script(tmp_path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(f"import sys\nsys.path[:0] = [{REPO!r}, {os.path.join(REPO, 'tests')!r}]\n"
+                    f"from robot import sandbox\nsandbox.configure({sandbox.default_mode()!r})\n" + body)
+    return str(path)
+
+
+def _wait_for(stream, word: str, timeout_s: float) -> None:
+    found = threading.Event()
+
+    def read() -> None:
+        for line in stream:
+            if word in line:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    assert found.wait(timeout_s), f"no {word!r} within {timeout_s:g} s"
+
+
+def test_a_flow_killed_mid_episode_leaves_no_master_runner_or_sandbox(tmp_path):
+    """SIGKILL the process of an evaluation while its local pool runs an episode: 15 s later nothing it started --
+    the master, the runner, the runner's sandbox and the code's process -- is left."""
+    from processes import descendants, survivors
+
+    script = _script(tmp_path, "flow.py", f"""
+from robot.contract.catalog import load_catalog
+from robot_goals import request
+from tasks.roboscript.benchmark import load_benchmark
+from tasks.roboscript.eval import evaluation
+from tasks.roboscript.params import RobotEvalParams, WorldsParams
+
+task = {{t.id: t for t in load_benchmark(load_catalog(), WorldsParams())}}["Simple_0"]
+ep = RobotEvalParams(runners=1, isolation=sandbox.default_mode())
+with evaluation.runner_pool(ep) as (pool, info):
+    pool.run(request(task, {BUSY!r}, timeout_s=300), on_feedback=lambda f: print("step", flush=True))
+""")
+    flow = subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=dict(os.environ, ROS_HOME=str(tmp_path)))
+    try:
+        _wait_for(flow.stdout, "step", 120)
+        time.sleep(1.0)
+        started = descendants(flow.pid)
+        commands = " ".join(open(f"/proc/{pid}/cmdline").read() for pid in started if os.path.exists(f"/proc/{pid}"))
+        assert "rosmaster" in commands and "robot.runner" in commands and "robot.sandbox.zygote" in commands
+        os.kill(flow.pid, signal.SIGKILL)
+        flow.wait(10)
+        assert survivors(started, within_s=15) == {}
+    finally:
+        if flow.poll() is None:
+            os.killpg(flow.pid, signal.SIGKILL)
+
+
+def test_a_runner_cancels_the_goal_of_a_client_that_disappears(pool, simple_0, tmp_path):
+    """Runners on a remote master are left alone when their client dies, but its goal does not run on: the runner
+    sees the client's node stop answering and cancels the goal."""
+    import rospy
+
+    from robot import msgs
+
+    results: list[dict] = []
+
+    def on_result(message) -> None:
+        results.append({"state": message.status.status, **json.loads(message.result.result_json or "{}")})
+
+    listener = rospy.Subscriber("/runner2/run_episodes/result", msgs.load().module.RunEpisodesActionResult,
+                                on_result)
+    script = _script(tmp_path, "client.py", f"""
+from robot.client import RunnerClient, ensure_node
+from robot_goals import request
+from robot.contract.catalog import load_catalog
+from tasks.roboscript.benchmark import load_benchmark
+from tasks.roboscript.params import WorldsParams
+
+task = {{t.id: t for t in load_benchmark(load_catalog(), WorldsParams())}}["Simple_0"]
+ensure_node({pool.master_uri!r})
+client = RunnerClient("/runner2")
+client.wait_ready(60)
+client.run(request(task, {BUSY!r}, timeout_s=300) | {{"episode_id": "orphaned"}},
+           on_feedback=lambda f: print("step", flush=True))
+""")
+    client = subprocess.Popen([sys.executable, script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True, env=dict(os.environ, ROS_HOME=str(tmp_path)))
+    try:
+        _wait_for(client.stdout, "step", 120)
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait(10)
+        killed = time.monotonic()
+        while not any(r.get("episode_id") == "orphaned" for r in results) and time.monotonic() - killed < 20:
+            time.sleep(0.2)
+        mine = [r for r in results if r.get("episode_id") == "orphaned"]
+        assert mine, "the runner did not end the goal of the vanished client"
+        assert mine[0]["cancelled"] and mine[0]["state"] == 4 and mine[0]["repeats"][0]["status"] == "cancelled"
+        assert pool.alive("/runner2")  # left alone
+    finally:
+        listener.unregister()
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)

@@ -28,7 +28,7 @@ from tasks.roboscript.params import RobotEvalParams, WorldsParams
 
 pytestmark = pytest.mark.sim
 
-WRONG = SIMPLE_0.replace("receptacle_name='footed_bowl'", "receptacle_name='white_plate'")
+WRONG = SIMPLE_0.replace("receptacle_name='footed_bowl'", "receptacle_name='table'")
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +73,8 @@ def test_workspace_limits_refuse_an_out_of_range_pose_before_moving(runner, task
     with pytest.raises(WorkspaceError):
         tools.move_in_direction(np.array([0.0, 0.0, 1.0]), 0.9)
     assert np.allclose(backend.q(), before)  # refused before planning: the arm never moved
-    tools.move_to_pose(Pose((0.45, 0.1, 1.0), down))  # inside: it moves
-    assert np.linalg.norm(np.subtract(backend.tool_pose().position, (0.45, 0.1, 1.0))) < 0.01
+    tools.move_to_pose(Pose((0.45, -0.1, 1.0), down))  # inside: it moves
+    assert np.linalg.norm(np.subtract(backend.tool_pose().position, (0.45, -0.1, 1.0))) < 0.01
 
 
 def test_a_place_spot_the_arm_cannot_take_gives_way_to_the_next_free_one(runner, tasks, monkeypatch):
@@ -118,7 +118,7 @@ def test_after_pulling_a_drawer_to_the_arms_inner_limit_the_hand_slides_off_the_
     backend.reset(0)
     tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
     namespace = {name: getattr(tools, name) for name in dir(tools) if not name.startswith("_")} | {"np": np}
-    opening = shapes.DRAWER_CODE.format(drawer=shapes.DRAWER, handle=shapes.HANDLE, name="", phrase="")
+    opening = shapes.DRAWER_CODE.format(drawer=shapes.DRAWER, handle=shapes.HANDLE, name="", phrase="", pull=shapes.PULL_M)
     exec(opening.split("reset_to_default_pose()")[0], namespace)  # grasp the handle, pull, let go
     drawer = {j.part: j for j in backend.joint_states()}[shapes.DRAWER]
     assert drawer.value >= 0.1

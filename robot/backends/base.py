@@ -88,6 +88,11 @@ class RobotBackend(ABC):
 
     # ------------------------------------------------------------------------------------------------ scene
 
+    def restart(self) -> None:
+        """Start the next goal from a fresh backend, so that a goal's outcome depends on the goal alone -- not on
+        which runner of a pool took it nor on what that runner ran before. A simulator rebuilds its physics world;
+        a real robot has nothing to reset here (the default)."""
+
     @abstractmethod
     def load_world(self, world: World) -> None:
         """Build (sim) or bind (real robot) the scene of a world definition."""

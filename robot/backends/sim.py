@@ -493,6 +493,14 @@ class SimBackend(RobotBackend):
         self._held = _Held(name, model, joint=joint.part, grip_local=grip_local, v0=self._joint_value(joint.part),
                            tool0=np.array(tool.position))
 
+    def restart(self) -> None:
+        """A new physics client with the robot reloaded (~0.3 s): PyBullet's restoreState brings back poses and
+        velocities, not everything a previous goal left behind (solver caches, body ids, motor targets)."""
+        arm, time_step, substeps = self.arm, self.pb.getPhysicsEngineParameters(
+            physicsClientId=self.client)["fixedTimeStep"], self.substeps
+        self.close()
+        self.__init__(arm, time_step, substeps)
+
     def close(self) -> None:
         try:
             self.pb.disconnect(physicsClientId=self.client)

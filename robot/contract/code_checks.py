@@ -179,7 +179,18 @@ def check(code: str, policy: CodePolicy) -> list[Reason]:
         return [_reason("syntax_error", str(exc))]
     if not tree.body:
         return [_reason("empty", "the snippet holds only comments")]
-    return _Checker(tree, policy).run()
+    reasons = _Checker(tree, policy).run()
+    if reasons:
+        return reasons
+    return _restricted(code)
+
+
+def _restricted(code: str) -> list[Reason]:
+    """What the restricted compiler (the one the sandbox runs) refuses in a snippet the tree checks passed."""
+    from robot.contract.restricted import compile_snippet
+
+    _, errors = compile_snippet(code)
+    return [_reason("restricted", message, line) for line, message in errors]
 
 
 class _Checker:
@@ -232,7 +243,8 @@ class _Checker:
             self.add("forbidden_name", f"'{name}' is not allowed in robot code", node)
         elif name.startswith("__"):
             self.add("dunder_access", f"the name '{name}' is not allowed", node)
-        elif isinstance(node.ctx, ast.Store) and (name in self.policy.tools or name in self.modules):
+        elif isinstance(node.ctx, ast.Store) and (name in self.policy.tools or name in self.modules
+                                                  or name in self.policy.constructors):
             self.add("shadows_tool", f"assignment to '{name}' would replace a tool or module", node)
 
     def _definition(self, node: ast.FunctionDef) -> None:
@@ -275,7 +287,7 @@ class _Checker:
             elif name in self.defs:
                 if not starred:
                     self.extend(_bind(_Signature.of_def(self.defs[name]), node, f"function {name}"), node)
-            elif name in self.policy.builtins or name in self.lambdas:
+            elif name in self.policy.builtins or name in self.policy.constructors or name in self.lambdas:
                 return
             else:
                 candidates = frozenset(self.policy.tools) | self.policy.builtins | frozenset(self.defs)
@@ -290,7 +302,7 @@ class _Checker:
             if func.attr in self.policy.tools:
                 self.add("unknown_method", f"'.{func.attr}(...)': tools are plain functions, call "
                                            f"{func.attr}(...)", node)
-            elif func.attr not in self.policy.methods:
+            elif func.attr not in self.policy.methods and func.attr not in self.policy.value_methods:
                 self.add("unknown_method", f"the method '{func.attr}' is not on the allow-list"
                                            f"{_suggest(func.attr, self.policy.methods)}", node)
             elif func.attr == "format" and isinstance(func.value, ast.Constant) and "_" in str(func.value.value):

@@ -1,10 +1,11 @@
 """The code policy: what generated robot code may do, checked statically before it runs.
 
 One :class:`CodePolicy` object holds the whole policy -- the tool signatures (from ``robot/contract/tool_api.py``), the
-builtins and ``numpy`` functions on the allow-list, the method names allowed on values, the forbidden names and
-statements. The data pipeline checks every generated snippet with it (:func:`check_snippet`), and the ROS runner's
-sandbox executes a snippet only with :meth:`CodePolicy.namespace` of the same object, so the static check and the
-runtime agree on what exists.
+builtins and ``numpy`` functions on the allow-list, the method and attribute names allowed on values, the tool API's
+value types, the forbidden names and statements. The data pipeline checks every generated snippet with it
+(:func:`check_snippet`), and the ROS runner's sandbox compiles a snippet with :meth:`CodePolicy.compile` and runs it
+only with :meth:`CodePolicy.runtime_globals` of the same object (``robot/contract/restricted.py``: the guards check
+every attribute, item, call and iteration at run time), so the static check and the runtime agree on what exists.
 
 A snippet passes when it compiles and
 
@@ -14,7 +15,9 @@ A snippet passes when it compiles and
   arguments present, keyword names known;
 * it has no imports, no ``exec``/``eval``/``open``/``__import__``/``getattr``..., no dunder or private attribute
   access, no class definitions, ``global``, ``async`` or generators, no ``while True`` without a way out, and no
-  name is read that nothing defines.
+  name is read that nothing defines;
+* RestrictedPython's compiler, extended (``robot/contract/restricted.py``), accepts it: no name or attribute
+  starting with ``_``, no frame, code, generator or traceback attribute, no decorators, ``with`` or ``del a.b``.
 
 Each failure is a :class:`Reason` with a code from :data:`REASON_CODES`, a sentence and the line number.
 """
@@ -22,13 +25,20 @@ Each failure is a :class:`Reason` with a code from :data:`REASON_CODES`, a sente
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from robot.contract import code_checks as _code_checks
-from robot.contract.tool_api import TOOL_SPECS, ToolAPI, ToolSpec
+from robot.contract.tool_api import (
+    TOOL_SPECS,
+    VALUE_CLASSES,
+    VALUE_TYPES,
+    ToolAPI,
+    ToolSpec,
+)
 
 #: Every reason a snippet can fail, with what it means.
 REASON_CODES: dict[str, str] = {
@@ -50,6 +60,8 @@ REASON_CODES: dict[str, str] = {
     "shadows_tool": "a definition or assignment that replaces a tool",
     "undefined_name": "a name that is read but never defined",
     "unbounded_loop": "a `while True` loop with no break or return",
+    "restricted": "a construct the restricted compiler refuses (a name starting with '_', a frame or generator "
+                  "attribute, a decorator, `with`, `del a.b`...)",
 }
 
 ALLOWED_BUILTINS = frozenset({
@@ -80,6 +92,10 @@ ALLOWED_METHODS = frozenset({
     "join", "find", "title", "capitalize", "isdigit", "tolist", "dot", "flatten", "reshape", "mean", "sum", "min",
     "max", "item",
 })
+
+#: Data attributes generated code may read on plain values (numpy arrays and scalars, exceptions) besides the
+#: methods above; the tool API's value types (``tool_api.VALUE_TYPES``) add their own public fields.
+ALLOWED_ATTRIBUTES = frozenset({"shape", "size", "ndim", "T", "dtype", "real", "imag", "args"})
 
 FORBIDDEN_STATEMENTS: tuple[str, ...] = (
     "ClassDef", "Global", "Nonlocal", "AsyncFunctionDef", "AsyncFor", "AsyncWith", "Await", "Yield", "YieldFrom",
@@ -121,18 +137,33 @@ class CodePolicy:
     builtins: frozenset[str] = ALLOWED_BUILTINS
     modules: Mapping[str, frozenset[str]] = field(default_factory=lambda: {"np": NUMPY_ATTRIBUTES})
     methods: frozenset[str] = ALLOWED_METHODS
+    attributes: frozenset[str] = ALLOWED_ATTRIBUTES
+    value_types: tuple[type, ...] = VALUE_CLASSES
+    constructors: frozenset[str] = frozenset(VALUE_TYPES)
+    """Names of value types code may build (``Pose(...)``, ``Point(...)``, as public RoboScript code does): known
+    names statically, globals at run time."""
     forbidden_names: frozenset[str] = FORBIDDEN_NAMES
     forbidden_statements: tuple[str, ...] = FORBIDDEN_STATEMENTS
 
     def __post_init__(self) -> None:
-        clash = (self.builtins | frozenset(self.modules)) & (frozenset(self.tools) | self.forbidden_names)
+        allowed = self.builtins | frozenset(self.modules) | self.constructors
+        clash = allowed & (frozenset(self.tools) | self.forbidden_names)
         if clash:
             raise ValueError(f"policy lists {sorted(clash)} both as allowed and as tool or forbidden name")
+        unknown = self.constructors - {cls.__name__ for cls in self.value_types}
+        if unknown:
+            raise ValueError(f"constructors {sorted(unknown)} name no value type")
 
     @property
     def known_names(self) -> frozenset[str]:
         """Names a snippet may use without defining them."""
-        return frozenset(self.tools) | self.builtins | frozenset(self.modules)
+        return frozenset(self.tools) | self.builtins | frozenset(self.modules) | self.constructors
+
+    @functools.cached_property
+    def value_methods(self) -> frozenset[str]:
+        """Public methods of the value types: callable on values like the methods on the allow-list."""
+        return frozenset(name for cls in self.value_types for name in dir(cls)
+                         if not name.startswith("_") and callable(getattr(cls, name)))
 
     def check(self, code: str) -> Verdict:
         reasons = _code_checks.check(code, self)
@@ -149,35 +180,55 @@ class CodePolicy:
 
     # ------------------------------------------------------------------------------------------ runtime side
 
+    def compile(self, code: str) -> Any:
+        """The code object of a snippet, compiled by the restricted compiler; ValueError when it refuses."""
+        from robot.contract.restricted import compile_snippet
+
+        compiled, errors = compile_snippet(code)
+        if compiled is None:
+            raise ValueError("; ".join(f"line {line}: {message}" if line else message for line, message in errors))
+        return compiled
+
     def safe_builtins(self) -> dict[str, Any]:
         """The ``__builtins__`` of the sandbox: exactly the allowed builtins."""
         return {name: getattr(builtins, name) for name in sorted(self.builtins)}
 
+    def runtime_globals(self, tools: Mapping[str, Any], print_fn: Any = None, violation: Any = None,
+                        exception_types: tuple[type, ...] = ()) -> dict[str, Any]:
+        """Globals for executing a snippet compiled by :meth:`compile`: the allowed builtins (``print`` replaced by
+        ``print_fn`` if given), the module views, the tools (name -> callable) and the guards of
+        ``robot/contract/restricted.py`` built from this policy's lists. ``violation`` is called when a guard refuses
+        (default: raise ``SandboxViolation``)."""
+        import numpy
+
+        from robot.contract import restricted
+
+        safe = self.safe_builtins()
+        if print_fn is not None:
+            safe["print"] = print_fn
+        views = {"np": restricted.module_view(numpy, self.modules["np"])}
+        extra = {} if violation is None else {"violation": violation}
+        namespace = restricted.guarded_globals(builtins=safe, modules=views, tools=dict(tools), methods=self.methods,
+                                               attributes=self.attributes, value_types=self.value_types,
+                                               exception_types=exception_types, **extra)
+        namespace.update({cls.__name__: cls for cls in self.value_types if cls.__name__ in self.constructors})
+        return namespace
+
     def namespace(self, backend: ToolAPI) -> dict[str, Any]:
-        """Globals for executing a checked snippet against a robot backend: safe builtins, ``np`` and the tools.
+        """:meth:`runtime_globals` with ``backend``'s methods as the tools (in-process: tests, the recording backend
+        of the prompts). The ROS runner never runs code in its own process: see ``robot/sandbox/``.
 
         ``np`` is not the numpy module but a view of it holding only the attributes on ``modules["np"]`` -- the
         very list the static check uses -- so code cannot reach at run time what the check would reject.
         """
-        import numpy
-
-        namespace: dict[str, Any] = {"__builtins__": self.safe_builtins(),
-                                     "np": restricted_module(numpy, self.modules["np"])}
-        namespace.update({name: getattr(backend, name) for name in self.tools})
-        return namespace
+        return self.runtime_globals({name: getattr(backend, name) for name in self.tools})
 
 
 def restricted_module(module: Any, allowed: frozenset[str]) -> SimpleNamespace:
     """A stand-in for a module holding only the allow-listed attributes (``linalg.norm`` as a nested namespace)."""
-    top: dict[str, Any] = {}
-    for dotted in sorted(allowed):
-        head, _, rest = dotted.partition(".")
-        if rest:
-            sub = top.setdefault(head, SimpleNamespace())
-            setattr(sub, rest, getattr(getattr(module, head), rest))
-        else:
-            top[head] = getattr(module, head)
-    return SimpleNamespace(**top)
+    from robot.contract.restricted import module_view
+
+    return module_view(module, allowed)
 
 
 #: The policy every stage and the ROS runner use.

@@ -91,3 +91,18 @@ class Box:
         """Share of this box's footprint that lies over ``other``'s footprint (0..1)."""
         area = self.rect.area
         return self.rect.intersection_area(other.rect) / area if area > 0 else 0.0
+
+    @property
+    def volume(self) -> float:
+        return max(0.0, self.x1 - self.x0) * max(0.0, self.y1 - self.y0) * max(0.0, self.z1 - self.z0)
+
+    def volume_overlap_ratio(self, other: Box) -> float:
+        """Share of this box's volume that lies inside ``other`` (0..1; 0 for a box without volume)."""
+        volume = self.volume
+        if volume <= 0:
+            return 0.0
+        common = Box(max(self.x0, other.x0), max(self.y0, other.y0), max(self.z0, other.z0),
+                     min(self.x1, other.x1), min(self.y1, other.y1), min(self.z1, other.z1))
+        if common.x1 <= common.x0 or common.y1 <= common.y0 or common.z1 <= common.z0:
+            return 0.0
+        return common.volume / volume

@@ -10,11 +10,17 @@ from this class and nothing else:
 
 Tools are grouped as in RoboScript (appendix VI-B): *perception* tools turn sensor data into object-centric facts
 (positions, boxes, joints, grasp poses) keyed by object names; *motion* tools move the arm and the gripper. Positions
-and directions are ``numpy`` arrays in the world frame, in metres; poses are :class:`Pose`.
+and directions are ``numpy`` arrays in the world frame, in metres; poses are :class:`Pose`, shaped like ROS's
+``geometry_msgs/Pose`` (``pose.position.x``, ``pose.orientation.w``) as the public RoboScript code reads them.
+
+:data:`VALUE_TYPES` declares the value types generated code receives from tools or builds itself (``Pose``,
+``Point``, ``Quaternion``): their public attributes and constructor parameters, for a static check that allows
+attribute access by name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -30,13 +36,117 @@ GROUPS: tuple[ToolGroup, ...] = ("perception", "motion")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-@dataclass(frozen=True)
-class Pose:
-    """An end-effector or object pose in the world frame: position (x, y, z) in metres and orientation as a unit
-    quaternion (x, y, z, w)."""
+class _Vector:
+    """A message-like value of named float fields (``geometry_msgs``-style): read and assign ``.x``, ``.y`` ...;
+    it is also a read-only sequence of those numbers, so ``np.array(pose.position)`` and ``pose.position[2]`` work."""
 
-    position: tuple[float, float, float]
-    orientation: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
+    __slots__: tuple[str, ...] = ()
+    _DEFAULTS: tuple[float, ...] = ()
+
+    def __init__(self, *args: float, **kwargs: float) -> None:
+        fields = self.__slots__
+        if len(args) == 1 and not kwargs and not isinstance(args[0], (int, float)):
+            args = tuple(args[0])  # one sequence: Point((x, y, z)), Quaternion(q_array)
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__} takes at most {len(fields)} values ({', '.join(fields)}), "
+                            f"got {len(args)}")
+        unknown = sorted(set(kwargs) - set(fields))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field(s) {unknown}; fields: {', '.join(fields)}")
+        values = dict(zip(fields, self._DEFAULTS, strict=True))
+        values.update(zip(fields, args, strict=False))
+        for name in kwargs:
+            if name in fields[:len(args)]:
+                raise TypeError(f"{type(self).__name__} got two values for {name}")
+        values.update(kwargs)
+        for name in fields:
+            object.__setattr__(self, name, float(values[name]))
+
+    def __setattr__(self, name: str, value: float) -> None:
+        if name not in self.__slots__:
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}; fields: {', '.join(self.__slots__)}")
+        object.__setattr__(self, name, float(value))
+
+    def __iter__(self):
+        return iter(tuple(getattr(self, f) for f in self.__slots__))
+
+    def __len__(self) -> int:
+        return len(self.__slots__)
+
+    def __getitem__(self, index):
+        return tuple(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_Vector, tuple, list)):
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=False))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a message
+
+    def __getstate__(self) -> tuple[float, ...]:
+        return tuple(self)
+
+    def __setstate__(self, state: tuple[float, ...]) -> None:
+        for name, value in zip(self.__slots__, state, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f):.6g}' for f in self.__slots__)})"
+
+
+class Point(_Vector):
+    """A position (x, y, z) in metres, world frame (``geometry_msgs/Point``'s fields)."""
+
+    __slots__ = ("x", "y", "z")
+    _DEFAULTS = (0.0, 0.0, 0.0)
+
+
+class Quaternion(_Vector):
+    """An orientation as a quaternion (x, y, z, w) (``geometry_msgs/Quaternion``'s fields). The default is the
+    identity rotation (0, 0, 0, 1), not ROS's all-zero message, which is no rotation at all."""
+
+    __slots__ = ("x", "y", "z", "w")
+    _DEFAULTS = (0.0, 0.0, 0.0, 1.0)
+
+
+class Pose:
+    """An end-effector or object pose in the world frame, shaped like ``geometry_msgs/Pose``: ``pose.position``
+    is a :class:`Point` (``.x .y .z``, metres) and ``pose.orientation`` a :class:`Quaternion` (``.x .y .z .w``).
+    Both fields can be read and assigned (``pose.position.z += 0.05``). ``Pose(position, orientation)`` accepts
+    Point / Quaternion objects or plain sequences of 3 / 4 numbers."""
+
+    __slots__ = ("position", "orientation")
+
+    def __init__(self, position: Point | tuple | list | None = None,
+                 orientation: Quaternion | tuple | list | None = None) -> None:
+        self.position = position  # type: ignore[assignment]  # converted by __setattr__
+        self.orientation = orientation  # type: ignore[assignment]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # assigning copies the numbers (a Point or any 3 numbers; a Quaternion or any 4)
+        if name == "position":
+            value = Point() if value is None else Point(*value)  # type: ignore[misc]
+        elif name == "orientation":
+            value = Quaternion() if value is None else Quaternion(*value)  # type: ignore[misc]
+        else:
+            raise AttributeError(f"Pose has no field {name!r}; fields: position, orientation")
+        object.__setattr__(self, name, value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Pose):
+            return NotImplemented
+        return self.position == other.position and self.orientation == other.orientation
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __getstate__(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        return tuple(self.position), tuple(self.orientation)
+
+    def __setstate__(self, state) -> None:
+        self.position, self.orientation = state
+
+    def __repr__(self) -> str:
+        return f"Pose(position={self.position!r}, orientation={self.orientation!r})"
 
 
 def tool(group: ToolGroup) -> Callable[[F], F]:
@@ -105,11 +215,11 @@ class ToolAPI(ABC):
         """
 
     @tool("perception")
-    def get_object_joint_info(self, obj_name: str, position: np.ndarray, type: str = "any") -> dict:  # noqa: A002
+    def get_object_joint_info(self, object_name: str, position: np.ndarray, type: str = "any") -> dict:  # noqa: A002
         """The articulated joint of an object (drawer slide, door hinge) closest to a position.
 
         Args:
-            obj_name: name of the articulated object or of one of its parts, e.g. 'cabinet.drawer_0'.
+            object_name: name of the articulated object or of one of its parts, e.g. 'cabinet.drawer_0'.
             position: np.ndarray [x, y, z]; the joint closest to it is returned (use the handle position).
             type: 'any', 'prismatic' (drawers) or 'revolute' (doors).
         Returns:
@@ -118,11 +228,11 @@ class ToolAPI(ABC):
         """
 
     @tool("perception")
-    def get_plane_normal(self, obj_name: str, position: np.ndarray) -> np.ndarray:
+    def get_plane_normal(self, object_name: str, position: np.ndarray) -> np.ndarray:
         """Outward unit normal of the planar surface of an object closest to a position.
 
         Args:
-            obj_name: name of the object.
+            object_name: name of the object.
             position: np.ndarray [x, y, z]; the plane closest to it is used.
         Returns:
             np.ndarray [nx, ny, nz].
@@ -135,6 +245,7 @@ class ToolAPI(ABC):
         preferred_position: np.ndarray | None = None,
         preferred_approach_direction: np.ndarray | None = None,
         preferred_plane_normal: np.ndarray | None = None,
+        description: str | None = None,
     ) -> Pose:
         """A grasp pose predicted from the object's segmented point cloud; works for most shapes, including handles
         and objects with openings.
@@ -144,6 +255,8 @@ class ToolAPI(ABC):
             preferred_position: np.ndarray [x, y, z] or None; grasps whose gripper tip is near it are preferred.
             preferred_approach_direction: np.ndarray or None; grasps approaching along it are preferred.
             preferred_plane_normal: np.ndarray or None; grasps whose gripper plane has this normal are preferred.
+            description: free text saying which grasp is wanted ('grasp the bowl by its rim'); it is recorded with
+                the step and does not steer the grasp -- use the preferences for that.
         Returns:
             Pose of the gripper for the grasp.
         """
@@ -161,12 +274,15 @@ class ToolAPI(ABC):
         """
 
     @tool("perception")
-    def parse_horizontal_grasp_pose(self, object_name: str) -> Pose:
+    def parse_horizontal_grasp_pose(self, object_name: str, approach_direction: np.ndarray | None = None) -> Pose:
         """A grasp with the gripper held horizontally, approaching from the side; good for upright objects such as
-        bottles and tall boxes, and for handles.
+        bottles and tall boxes, and for handles on a vertical face (drawers, doors).
 
         Args:
             object_name: name of the object to grasp.
+            approach_direction: np.ndarray [x, y, z] or None; the horizontal direction the gripper moves in along
+                while grasping (for a drawer handle: the negative of the drawer's joint axis). None: from the robot
+                towards the object (for a handle: straight at its face).
         Returns:
             Pose of the gripper for the grasp.
         """
@@ -182,8 +298,9 @@ class ToolAPI(ABC):
 
         Args:
             object_name: name of the object in the gripper.
-            receptacle_name: name of the receptacle ('white_plate', 'cabinet.drawer_1', 'table') or None.
-            position: np.ndarray [x, y, z] or None; where to put the object when no receptacle is given.
+            receptacle_name: name of the receptacle ('container_b', 'cabinet.drawer_1', 'table') or None.
+            position: np.ndarray [x, y, z] (or a Point) or None; where to put the object when no receptacle is
+                given.
         Returns:
             Pose of the gripper for placing.
         """
@@ -346,6 +463,50 @@ def _collect() -> dict[str, ToolSpec]:
 #: Every tool, by name, in the order of the class body (perception first, then motion).
 TOOL_SPECS: dict[str, ToolSpec] = _collect()
 TOOL_NAMES: frozenset[str] = frozenset(TOOL_SPECS)
+
+
+@dataclass(frozen=True)
+class ValueTypeSpec:
+    """A value type generated code receives from the tools or builds itself."""
+
+    name: str
+    cls: type
+    attributes: tuple[str, ...]
+    """Public attributes code may read and assign (``pose.position.x = 0.4``)."""
+    constructor: tuple[ParamSpec, ...]
+    """Parameters of ``<name>(...)``, positional or by keyword."""
+    doc: str
+
+    def signature(self) -> str:
+        return f"{self.name}({', '.join(f'{p.name}={p.default}' for p in self.constructor)})"
+
+
+def _value_type(cls: type, attributes: tuple[str, ...], defaults: tuple[Any, ...], annotation: str) -> ValueTypeSpec:
+    params = tuple(ParamSpec(a, annotation, False, repr(d)) for a, d in zip(attributes, defaults, strict=True))
+    return ValueTypeSpec(cls.__name__, cls, attributes, params, inspect.getdoc(cls) or "")
+
+
+#: The value types of the tool API by name, with their public attributes and constructors: what code may build and
+#: which attributes it may touch on what the tools return (``get_gripper_pose().position.z``).
+VALUE_TYPES: dict[str, ValueTypeSpec] = {
+    "Pose": _value_type(Pose, ("position", "orientation"), (None, None), "Point | Quaternion | None"),
+    "Point": _value_type(Point, ("x", "y", "z"), (0.0, 0.0, 0.0), "float"),
+    "Quaternion": _value_type(Quaternion, ("x", "y", "z", "w"), (0.0, 0.0, 0.0, 1.0), "float"),
+}
+
+#: The classes of :data:`VALUE_TYPES`: what the sandbox's guards let code read, assign and (by name) build, and what
+#: crosses the sandbox boundary field by field (robot/sandbox/wire.py; tests/test_robot_sandbox_hostile.py checks
+#: every entry).
+VALUE_CLASSES: tuple[type, ...] = tuple(spec.cls for spec in VALUE_TYPES.values())
+
+
+def value_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a value type, in order: a dataclass's ``__init__`` fields, or the public names in its
+    ``__slots__`` (``Point`` -> x, y, z). Code may read and assign these; they are what crosses the sandbox."""
+    if dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    slots = getattr(cls, "__slots__", ())
+    return tuple(s for s in ((slots,) if isinstance(slots, str) else slots) if not s.startswith("_"))
 
 
 def tool_docs(groups: tuple[ToolGroup, ...] = GROUPS) -> str:

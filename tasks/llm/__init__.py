@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from tasks.params import LLMParams
 
 
+#: What each LLM backend is, for every table that shows its results: a program is never presented as a model.
+BACKEND_KINDS = {"offline": "rule-based program (not an LLM)", "openai": "LLM"}
+
+
+def backend_kind(params: LLMParams) -> str:
+    return BACKEND_KINDS.get(params.backend, "LLM")
+
+
 def build_client(params: LLMParams, cache_dir: Path | None) -> LLMClient:
     from tasks.llm.base import LLMClient, ResponseCache
 

@@ -169,7 +169,8 @@ class LLMClient:
         # An empty answer is not cached: it is most often a transient server fault, and a rerun should ask again.
         if self.cache is not None and completion.text.strip():
             record = asdict(completion) | {"request": {"messages": request.message_dicts(), **request.sampling()}}
-            record.pop("cached")
+            for volatile in ("cached", "latency_s"):  # the cache is a DVC output: the same answer, the same bytes
+                record.pop(volatile)
             self.cache.put(key, record)
         return completion
 

@@ -2,7 +2,9 @@
 
 Statistics come from ``episodes.parquet`` (every episode, its status, plan and sample count) and from one shard per
 split read back with the webdataset reader (image size, renderer version, text-state length -- the things the index
-does not record). Nothing here reads params: the grammar, renderer and planner search are read from the data.
+does not record), and the episode-length comparison from ALFWorld's training games (``train_games.parquet`` of the
+``muep-alfworld`` stage: their walkthroughs on ALFRED's real states). Nothing here reads params: the grammar,
+renderer and planner search are read from the data.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 from PIL import Image
 
 from core.errors import DataError
-from core.io import write_text
+from core.io import read_parquet, write_text
 from tasks.muep import card_figures
 from tasks.muep.card_text import render_card
 from tasks.muep.demo_reader import (
@@ -69,6 +71,43 @@ class CardStats:
     grammars: list[str]
     renderers: list[str]
     searches: list[str]
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """Why an episode has the length it has: our plans next to ALFWorld's walkthroughs on ALFRED's own states."""
+
+    actions: float                       # mean actions per ok episode
+    pairs: float                         # mean image-text pairs per ok episode
+    by_type: dict[str, float]            # our mean actions per task type
+    walkthrough_by_type: dict[str, float]  # ALFWorld's training walkthroughs, mean actions per task type
+    walkthrough_mean: float
+    walkthrough_games: int
+    weighted: float                      # our per-type means weighted by ALFWorld's type mix
+    opens: float                         # "open" commands per episode (objects inside closed receptacles)
+    gotos: float                         # "go to" commands per episode (receptacles the expert visits)
+    pick_two_one_put: tuple[int, int]    # pick-two plans that put one object down (one starts in place) / all
+
+
+def length_stats(index: pd.DataFrame, walkthroughs: pd.DataFrame) -> LengthStats:
+    ok = index[index.status == "ok"]
+    if ok.empty or walkthroughs.empty:
+        raise DataError("no ok episode or no ALFWorld walkthrough to compare episode lengths with.")
+    by_type = {t: float(ok[ok.task_type == t].plan_length.mean()) for t in TASK_TYPES if (ok.task_type == t).any()}
+    walk = {t: float(walkthroughs[walkthroughs.task_type == t].plan_length.mean()) for t in TASK_TYPES
+            if (walkthroughs.task_type == t).any()}
+    mix = walkthroughs.task_type.value_counts(normalize=True)
+    shared = [t for t in by_type if t in walk]
+    weighted = sum(by_type[t] * mix[t] for t in shared) / max(1e-9, sum(mix[t] for t in shared))
+    two = ok[ok.task_type == "pick_two_obj_and_place"]
+    puts = [sum(a.startswith(("move ", "put ")) for a in acts) for acts in two.actions]
+    count = lambda prefix: float(statistics.fmean(sum(a.startswith(prefix) for a in acts)  # noqa: E731
+                                                  for acts in ok.actions))
+    return LengthStats(
+        actions=float(ok.plan_length.mean()), pairs=float(ok.n_samples.mean()), by_type=by_type,
+        walkthrough_by_type=walk, walkthrough_mean=float(walkthroughs.plan_length.mean()),
+        walkthrough_games=int(len(walkthroughs)), weighted=float(weighted), opens=count("open "), gotos=count("go to "),
+        pick_two_one_put=(sum(n == 1 for n in puts), len(puts)))
 
 
 def _group(ok: pd.DataFrame) -> GroupStats:
@@ -164,16 +203,20 @@ def make_figures(stats: CardStats, example: list, figures_dir: Path) -> dict[str
     return out
 
 
-def build_card(demos_dir: Path, reports_dir: Path, ref_root: Path, example_id: str | None = None) -> dict:
-    """Read the demonstrations, write ``dataset_card.md`` and its figures under ``reports_dir``; return the stats."""
+def build_card(demos_dir: Path, reports_dir: Path, ref_root: Path, example_id: str | None = None,
+               walkthroughs: Path | None = None) -> dict:
+    """Read the demonstrations, write ``dataset_card.md`` and its figures under ``reports_dir``; return the stats.
+    ``walkthroughs``: ALFWorld's training games (``train_games.parquet``) for the episode-length section."""
     index = read_index(demos_dir)
     splits = read_splits(demos_dir)
     stats = compute_stats(index)
+    lengths = length_stats(index, read_parquet(walkthroughs)) if walkthroughs is not None else None
     sample = sample_shards([shards[0] for shards in splits.values() if shards], ref_root)
     example_id = example_id or pick_example(index)
     example = example_steps(demos_dir, index, example_id)
     figures = make_figures(stats, example, Path(reports_dir) / "figures")
     card = Path(reports_dir) / "dataset_card.md"
     links = {key: path.relative_to(card.parent).as_posix() for key, path in figures.items()}
-    write_text(card, render_card(stats, sample, example, links))
-    return {"card": card, "figures": figures, "stats": stats, "sample": sample, "example": example_id}
+    write_text(card, render_card(stats, sample, example, links, lengths))
+    return {"card": card, "figures": figures, "stats": stats, "sample": sample, "example": example_id,
+            "lengths": lengths}

@@ -40,6 +40,8 @@ from tasks.muep.world_state import SceneLayout, WorldState
 from tasks.records import columns, read_table, to_frame
 
 SPLITS = ("train", "seen_test", "unseen_test")
+#: Per-episode costs (seconds) a batch measures; they go to the stage's report, never into the data files.
+COSTS = ("plan_s", "load_s", "steps_s", "render_s", "write_s")
 REJECT_REASONS = ("not_posable", "unknown_receptacle", "plan_timeout", "unsolvable", "planner_error",
                   "plan_too_long", "textworld_refused", "textworld_not_won", "textworld_error", "render_error")
 
@@ -63,6 +65,7 @@ class EpisodeRecord:
     episode_id: str
     task_id: str
     scene: str
+    initial_state: str       # the scene instance's initial-state id (metadata.initial_state_id): splits never share one
     floorplan: int
     room_type: str
     split: str
@@ -79,11 +82,6 @@ class EpisodeRecord:
     renderer: str
     search: str
     actions: list[str]
-    plan_s: float
-    load_s: float
-    steps_s: float
-    render_s: float
-    write_s: float
 
 
 #: How episodes are cut into batches; part of the output fingerprint, so batches cut another way are never mixed in.
@@ -108,21 +106,18 @@ def _h(*parts: object) -> str:
     return hashlib.sha256(":".join(map(str, parts)).encode()).hexdigest()
 
 
-def assign_split(task: pd.Series | dict, scene_split: str, seen_test_fraction: float, seed: int) -> str:
-    if scene_split == "unseen":
-        return "unseen_test"
-    draw = int(_h("split", seed, task["task_id"])[:8], 16) / 0xFFFFFFFF
-    return "seen_test" if draw < seen_test_fraction else "train"
-
-
-def select_episodes(accepted: pd.DataFrame, scenes: pd.DataFrame, episodes: int | None,
-                    seen_test_fraction: float, seed: int) -> pd.DataFrame:
-    """Give each accepted task its split and pick ``episodes`` of them, round-robin over (split, task type) groups
-    so a small slice still covers every split and type. ``None`` takes them all."""
+def select_episodes(accepted: pd.DataFrame, scenes: pd.DataFrame, episodes: int | None, seed: int) -> pd.DataFrame:
+    """Give each accepted task the split of its scene instance's initial state (``scenes.state_split``: decided per
+    initial state by the metadata stage, so no two splits share one) and pick ``episodes`` of them, round-robin
+    over (split, task type) groups so a small slice still covers every split and type. ``None`` takes them all."""
     frame = accepted.copy()
-    scene_split = dict(zip(scenes.scene, scenes.split, strict=True))
-    frame["split"] = [assign_split(row, scene_split.get(row["scene"], "seen"), seen_test_fraction, seed)
-                      for _, row in frame.iterrows()]
+    known = scenes.set_index("scene")
+    missing = sorted(set(frame.scene) - set(known.index))
+    if missing:
+        raise DataError(f"accepted tasks name scenes the metadata does not have ({', '.join(missing[:3])}).",
+                        hint="The metadata changed since the tasks were generated: rerun `dvc repro`.")
+    frame["split"] = [known.at[s, "state_split"] for s in frame.scene]
+    frame["initial_state"] = [known.at[s, "initial_state"] for s in frame.scene]
     frame["_order"] = [_h("order", seed, t) for t in frame.task_id]
     frame = frame.sort_values(["split", "task_type", "_order"])
     if episodes is not None and episodes < len(frame):
@@ -130,6 +125,44 @@ def select_episodes(accepted: pd.DataFrame, scenes: pd.DataFrame, episodes: int 
         frame = frame.sort_values(["_rank", "split", "task_type", "_order"]).head(episodes)
         frame = frame.drop(columns="_rank")
     return frame.sort_values(["split", "_order"]).drop(columns="_order").reset_index(drop=True)
+
+
+def split_leakage(scenes: pd.DataFrame, alfworld_scenes: pd.DataFrame | None = None) -> dict:
+    """Check that the splits are split by initial state; raise :class:`DataError` when they are not.
+
+    * no initial state is in two of train / seen_test / unseen_test, nor in ALFWorld's evaluation games;
+    * every seen_test floorplan has training states (#Seen = familiar rooms), no unseen_test or alfworld_unseen
+      floorplan has any (#Unseen = rooms never trained on).
+
+    Returns counts for the report, including ``alfworld_seen_floorplans_without_training_states`` (0 when every
+    floorplan is selected: all 76 of ALFWorld's valid_seen floorplans are training floorplans).
+    """
+    frames = [scenes[["scene", "floorplan", "state_split", "initial_state"]]]
+    if alfworld_scenes is not None:
+        frames.append(alfworld_scenes[["scene", "floorplan", "state_split", "initial_state"]])
+    rows = pd.concat(frames, ignore_index=True)
+    shared = rows.groupby("initial_state").state_split.nunique()
+    shared = shared[shared > 1]
+    if len(shared):
+        state = shared.index[0]
+        where = sorted(set(rows[rows.initial_state == state].state_split))
+        raise DataError(f"{len(shared)} initial state(s) belong to more than one split (e.g. {state} in "
+                        f"{' and '.join(where)}): test episodes would play in states training episodes use.")
+    train_fp = set(rows[rows.state_split == "train"].floorplan)
+    seen_fp = set(rows[rows.state_split == "seen_test"].floorplan)
+    if seen_fp - train_fp:
+        raise DataError(f"seen_test floorplans without training states: {sorted(seen_fp - train_fp)}.")
+    unseen_fp = set(rows[rows.state_split.isin(["unseen_test", "alfworld_unseen"])].floorplan)
+    if unseen_fp & train_fp:
+        raise DataError(f"unseen floorplans {sorted(unseen_fp & train_fp)} also have training states; "
+                        "muep.scenes.unseen must hold ALFWorld's valid_unseen floorplans (10, 219, 308, 424).")
+    alf_seen = set(rows[rows.state_split == "alfworld_seen"].floorplan)
+    return {
+        "initial_states": {s: int(n) for s, n in rows.groupby("state_split").initial_state.nunique().items()},
+        "shared_initial_states": 0,
+        "training_floorplans": len(train_fp),
+        "alfworld_seen_floorplans_without_training_states": len(alf_seen - train_fp),
+    }
 
 
 def _target(task: dict) -> str | None:
@@ -158,7 +191,9 @@ def make_batches(selected: pd.DataFrame, batch_size: int) -> list[Batch]:
 
 
 def fingerprint(selected: pd.DataFrame, settings: DemoSettings, extra: dict) -> str:
-    blob = json.dumps({"tasks": sorted(selected.task_id), "settings": asdict(settings) | {"out_dir": "",
+    keys = [c for c in ("task_id", "split", "initial_state") if c in selected.columns]  # a task and where it plays
+    tasks = sorted(":".join(map(str, row)) for row in selected[keys].itertuples(index=False))
+    blob = json.dumps({"tasks": tasks, "settings": asdict(settings) | {"out_dir": "",
                        "metadata_dir": ""}, "batching": BATCHING, **extra}, sort_keys=True, default=str)
     return _h(blob)[:16]
 
@@ -195,6 +230,7 @@ class SceneContext:
     instances: list[Instance]
     layout: SceneLayout
     unknown_receptacles: list[str] = field(default_factory=list)
+    initial_state: str = ""  # the scene instance's initial-state id (metadata.initial_state_id)
 
 
 @cache
@@ -219,10 +255,11 @@ def scene_context(metadata_dir: str, scene: str) -> SceneContext:
         out_recs.append(Receptacle(r.name, r.receptacle_type, locations[key], bool(r.openable)))
         if r.receptacle_type not in catalog().static_receptacles:
             unknown.append(r.name)
-    insts = [Instance(i.name, i.object_type, i.parent) for i in instances[instances.scene == scene].itertuples()]
+    insts = [Instance(i.name, i.object_type, i.parent, tuple(i.also_in), tuple(i.initial_marks), bool(i.pickupable))
+             for i in instances[instances.scene == scene].itertuples()]
     grid = alfworld_data.read_scene(int(rows[0].floorplan)).grid
     layout = layout_from_metadata(SimpleNamespace(scene=rows[0], receptacles=recs), grid)
-    return SceneContext(out_recs, insts, layout, unknown)
+    return SceneContext(out_recs, insts, layout, unknown, str(rows[0].initial_state))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -282,15 +319,14 @@ def run_episode(task: dict, settings: DemoSettings, planner: PlannerWorker, rend
     target = _target(task)
     ctx = scene_context(settings.metadata_dir, task["scene"])
     base = dict(episode_id=task["task_id"], task_id=task["task_id"], scene=task["scene"],
-                floorplan=int(task["floorplan"]), room_type=task["room_type"], split=task["split"],
+                initial_state=ctx.initial_state, floorplan=int(task["floorplan"]), room_type=task["room_type"], split=task["split"],
                 task_type=task["task_type"], instruction=task["instruction"], object_type=task["object_type"],
                 target_type=target or "", batch=batch_id, grammar=settings.grammar, renderer=settings.renderer,
                 search=settings.search)
 
     def result(status: str, detail: str = "", actions=(), samples=()) -> tuple[EpisodeRecord, list[Sample], _Timer]:
         record = EpisodeRecord(**base, status=status, detail=detail, plan_length=len(actions),
-                               n_samples=len(samples), actions=list(actions),
-                               **{f"{k}_s": round(v, 4) for k, v in timer.t.items()})
+                               n_samples=len(samples), actions=list(actions))
         return record, list(samples), timer
 
     if ctx.unknown_receptacles:
@@ -386,18 +422,21 @@ def expect_games(games: GameEngine, batch: Batch, metadata_dir: str) -> None:
     games.expect(problems)
 
 
-def run_batch(batch: Batch, settings: DemoSettings) -> list[EpisodeRecord]:
-    """Roll out a batch and commit it: shard first, then the index part (the commit mark), both atomic."""
+def run_batch(batch: Batch, settings: DemoSettings) -> tuple[list[EpisodeRecord], dict[str, dict[str, float]]]:
+    """Roll out a batch and commit it: shard first, then the index part (the commit mark), both atomic. Returns the
+    records and each episode's costs (seconds per :data:`COSTS`), which belong in the report, not the data."""
     import webdataset as wds
 
     planner, renderer, games = _worker_tools(settings)
     expect_games(games, batch, settings.metadata_dir)
     out = Path(settings.out_dir)
     records: list[EpisodeRecord] = []
+    costs: dict[str, dict[str, float]] = {}
     all_samples: list[Sample] = []
     for task in batch.tasks:
-        record, samples, _ = run_episode(task, settings, planner, renderer, batch.batch_id, games)
+        record, samples, timer = run_episode(task, settings, planner, renderer, batch.batch_id, games)
         records.append(record)
+        costs[record.episode_id] = {f"{k}_s": v for k, v in timer.t.items()}
         all_samples.extend(samples)
     start = time.perf_counter()
     shard = out / "shards" / f"{batch.batch_id}.tar"
@@ -408,10 +447,11 @@ def run_batch(batch: Batch, settings: DemoSettings) -> list[EpisodeRecord]:
                 writer.write({"__key__": s.key, "png": s.image, "json": json.dumps(s.meta).encode("utf-8")})
             writer.close()
     write_s = (time.perf_counter() - start) / max(1, len(records))
-    records = [EpisodeRecord(**(asdict(r) | {"write_s": round(write_s, 4)})) for r in records]
+    for c in costs.values():
+        c["write_s"] = write_s
     with atomic_path(out / "parts" / f"{batch.batch_id}.parquet") as tmp:
         to_frame(records, EpisodeRecord).to_parquet(tmp, index=False)
-    return records
+    return records, costs
 
 
 def collect_index(out_dir: Path) -> pd.DataFrame:

@@ -9,9 +9,11 @@ Checked in this order; a rejected task carries the first criterion it fails and 
 3. ``inadequate_attributes`` -- the item lacks the attribute the task needs: the object is not pickupable, the
    target is not a fixed receptacle or cannot hold that object type (ALFWorld's ``VAL_RECEPTACLE_OBJECTS``), the object
    cannot be heated / cooled / cleaned, the lamp cannot be switched on.
-4. ``already_satisfied`` -- the goal already holds in the initial state (an apple already in the fridge for "put an
-   apple in the fridge"; two of them for pick-two). State-changing tasks never start satisfied: nothing is hot,
-   cold or clean, and every lamp is off, at the start.
+4. ``already_satisfied`` -- the goal the game checks already holds in the initial state: pick & place, an object
+   of the type in a receptacle of the target type; pick two, two objects of the type in *one* receptacle of the
+   target type (ALFWorld's goal names a single receptacle); heat / cool / clean, one object both in a target
+   receptacle and hot / cold / clean (ALFRED's real states have objects that start cold in the fridge); look in
+   light never, since it needs the object in hand and hands start empty.
 5. ``duplicate`` -- the same (scene, type, object, target) as a task accepted before it.
 """
 
@@ -35,24 +37,45 @@ class RejectedTask(TaskRecord):
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Placed:
+    """An object instance as it starts: the receptacles it is in and its state marks."""
+
+    name: str
+    receptacles: tuple[tuple[str, str], ...]  # (receptacle name, receptacle type)
+    marks: frozenset[str] = frozenset()
+
+    def in_type(self, receptacle_type: str) -> list[str]:
+        return [name for name, rtype in self.receptacles if rtype == receptacle_type]
+
+
 @dataclass
 class SceneFacts:
     scene: str
     room_type: str
     counts: dict[str, int]
-    placements: dict[str, list[str]]
-    """object type -> the receptacle type each of its instances starts in."""
+    placements: dict[str, list[Placed]]
+    """object type -> its instances, where each starts and its initial marks."""
 
 
-def scene_facts(scenes: pd.DataFrame, object_types: pd.DataFrame, instances: pd.DataFrame) -> dict[str, SceneFacts]:
+def scene_facts(scenes: pd.DataFrame, object_types: pd.DataFrame, instances: pd.DataFrame,
+                receptacles: pd.DataFrame | None = None) -> dict[str, SceneFacts]:
+    """Per scene: the types with instances and every instance's start. ``receptacles`` gives the types of an
+    instance's further receptacles (``also_in``); without it only the first receptacle is known."""
     facts = {row.scene: SceneFacts(row.scene, row.room_type, {}, defaultdict(list))
              for row in scenes.itertuples(index=False)}
     for row in object_types.itertuples(index=False):
         if row.scene in facts and int(row.count) > 0:
             facts[row.scene].counts[row.object_type] = int(row.count)
+    rtype: dict[tuple[str, str], str] = {}
+    if receptacles is not None:
+        rtype = {(r.scene, r.name): r.receptacle_type for r in receptacles.itertuples(index=False)}
     for row in instances.itertuples(index=False):
         if row.scene in facts:
-            facts[row.scene].placements[row.object_type].append(row.parent_type)
+            where = [(row.parent, row.parent_type)]
+            where += [(r, rtype[(row.scene, r)]) for r in getattr(row, "also_in", ()) if (row.scene, r) in rtype]
+            marks = frozenset(getattr(row, "initial_marks", ()))
+            facts[row.scene].placements[row.object_type].append(Placed(row.name, tuple(where), marks))
     return facts
 
 
@@ -103,12 +126,26 @@ def _attributes(task: TaskRecord, facts: SceneFacts) -> str | None:
 
 
 def _satisfied(task: TaskRecord, facts: SceneFacts) -> str | None:
+    """Criterion 4 on the goal the game checks (``pddl.Problem.adl_goal``), evaluated on the initial state."""
     spec = TASK_TYPES[task.task_type]
-    if task.task_type not in ("pick_and_place_simple", "pick_two_obj_and_place"):
+    if not spec.needs_receptacle:
+        return None  # look in light needs the object in hand: hands start empty, so it never starts satisfied
+    placed = facts.placements.get(task.object_type, [])
+    if spec.n_objects == 2:
+        per_receptacle = Counter(r for p in placed for r in set(p.in_type(task.receptacle_type)))
+        full = sorted(r for r, n in per_receptacle.items() if n >= 2)
+        if full:
+            return f"two {phrase(task.object_type)}s already start in {full[0]}"
         return None
-    already = facts.placements.get(task.object_type, []).count(task.receptacle_type)
-    if already >= spec.n_objects:
-        return f"{already} {phrase(task.object_type)}(s) already start in a {phrase(task.receptacle_type)}"
+    for p in placed:
+        where = p.in_type(task.receptacle_type)
+        if not where:
+            continue
+        if spec.state_predicate is None:
+            return f"{p.name} already starts in {where[0]}"
+        if spec.state_predicate in p.marks:
+            state = {"isHot": "hot", "isCool": "cold", "isClean": "clean"}[spec.state_predicate]
+            return f"{p.name} already starts {state} in {where[0]}"
     return None
 
 

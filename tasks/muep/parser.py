@@ -118,6 +118,9 @@ _PREPOSITION = re.compile(
     r"\b(on top of|in front of|next to|close to|away from|out of|into|onto|inside|in|on|to|at|from|off|near|beside|"
     r"behind|by|under|beneath|with|of)\b", re.IGNORECASE)
 _DESTINATION = frozenset({"on top of", "into", "onto", "inside", "in", "on", "to", "at"})
+#: A line that opens like a statement or a remark (not an imperative): chatter even when it names objects.
+_STATEMENT = re.compile(r"^\W*(?:the|a|an|this|that|these|those|it|its|it's|there|here|i|i'm|we|you|they|my|our|"
+                        r"your|their|some|all|each|every|both|note|also)\b", re.IGNORECASE)
 _LABEL_WORDS = frozenset((
     "pick place put move and then in into on recep receptacle obj object objects item items simple task the a an it "
     "up heat heated heating warm hot cook microwave cool cooled cooling chill chilled cold fridge refrigerate freeze "
@@ -322,7 +325,9 @@ def _guess_receptacle(instruction: str, task_type: str, object_type: str | None,
         for prep, nxt in zip(preps, [*preps[1:], None][:len(preps)], strict=True):
             if prep.group(1).lower() in _DESTINATION:
                 chunk = segment[prep.end():nxt.start() if nxt else len(segment)]
-                inside = [t for t in _mentions(chunk) if t != object_type and t not in _LAMPS]
+                # a destination phrase names the destination, even one of the object's own type ("put a book in
+                # the book": parsed as such, and left to the filter's attribute criterion, as the paper has it)
+                inside = [t for t in _mentions(chunk) if t not in _LAMPS]
                 if inside:
                     return inside[0]
         after = [t for t in _mentions(segment) if t != object_type and t not in _LAMPS]
@@ -455,8 +460,15 @@ def _sentence_reject(text: str, line_no: int, raw: str) -> ParseReject | None:
         return ParseReject(line_no, raw, "wrong_language", "the line is not in English")
     if not text or text.endswith(":") or _CHATTER.match(text):
         return ParseReject(line_no, raw, "not_a_task", "a heading, preamble or comment, not a task")
-    if not _mentions(text) or _infer_type(text) is None:
-        return ParseReject(line_no, raw, "not_a_task", "no task type and no household object in the line")
+    mentions = _mentions(text)
+    if not mentions:
+        what = "no household object" if _infer_type(text) else "no task type and no household object"
+        return ParseReject(line_no, raw, "not_a_task", f"{what} in the line")
+    if _infer_type(text) is None:
+        named = ", ".join(dict.fromkeys(mentions))
+        if _STATEMENT.match(text):
+            return ParseReject(line_no, raw, "not_a_task", f"a statement about {named}, not an instruction")
+        return ParseReject(line_no, raw, "unknown_task_type", f"names {named} but no task type can be read off")
     return None
 
 

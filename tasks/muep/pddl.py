@@ -29,6 +29,8 @@ MODE = {"pick_and_place_simple": "mode-place", "pick_two_obj_and_place": "mode-t
         "pick_heat_then_place_in_recep": "mode-heat", "pick_cool_then_place_in_recep": "mode-cool",
         "pick_clean_then_place_in_recep": "mode-clean", "look_at_obj_in_light": "mode-look"}
 APPLIANCE_FLAG = {"Microwave": "is-microwave", "Fridge": "is-fridge", "SinkBasin": "is-sinkbasin"}
+#: Initial marks (ADL predicate) -> the twin's predicate.
+TWIN_MARK = {"isHot": "hot", "isCool": "cool", "isClean": "clean", "isToggled": "toggled"}
 
 
 def ident(name: str, prefix: str) -> str:
@@ -49,6 +51,16 @@ class Instance:
     name: str
     type: str
     parent: str  # receptacle name
+    also_in: tuple[str, ...] = ()
+    """Further receptacles it starts in (ALFWorld's evaluation games give some objects two ``inReceptacle`` facts)."""
+    marks: tuple[str, ...] = ()
+    """State predicates true at the start, e.g. ``("isCool",)``."""
+    pickupable: bool | None = None
+    """From the initial state when it says (ALFWorld's games do, per object); None = the type's attribute."""
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        return (self.parent, *self.also_in)
 
 
 @dataclass
@@ -109,7 +121,9 @@ class Problem:
         for inst in self.instances:
             o = self.ids[inst.name]
             for attr in ("pickupable", "heatable", "coolable", "cleanable", "toggleable", "sliceable"):
-                if inst.type in getattr(cat, attr):
+                on = inst.pickupable if attr == "pickupable" and inst.pickupable is not None \
+                    else inst.type in getattr(cat, attr)
+                if on:
                     facts.append((attr, o))
         return facts
 
@@ -136,9 +150,11 @@ class Problem:
         location_of = {r.name: r.location for r in self.receptacles}
         for inst in self.instances:
             oid = self.ids[inst.name]
-            init += [f"(objectType {oid} {inst.type}Type)", f"(inReceptacle {oid} {self.ids[inst.parent]})",
-                     f"(wasInReceptacle {oid} {self.ids[inst.parent]})",
-                     f"(objectAtLocation {oid} {location_of[inst.parent]})"]
+            init.append(f"(objectType {oid} {inst.type}Type)")
+            for parent in inst.parents:
+                init += [f"(inReceptacle {oid} {self.ids[parent]})", f"(wasInReceptacle {oid} {self.ids[parent]})"]
+            init.append(f"(objectAtLocation {oid} {location_of[inst.parent]})")
+            init += [f"({mark} {oid})" for mark in inst.marks]
             if inst.type in cat.movable_receptacles:
                 init.append(f"(isReceptacleObject {oid})")
         init += [f"({attr} {o})" for attr, o in self._attribute_facts()]
@@ -176,7 +192,7 @@ class Problem:
         spec = TASK_TYPES[self.task_type]
         wanted = {self.object_type} | ({self.target_type} if not spec.needs_receptacle else set())
         instances = [i for i in self.instances if i.type in wanted]
-        rec_names = {i.parent for i in instances}
+        rec_names = {p for i in instances for p in i.parents}
         for r in self.receptacles:
             if (spec.needs_receptacle and r.type == self.target_type) or r.type in spec.appliances:
                 rec_names.add(r.name)
@@ -198,7 +214,8 @@ class Problem:
                 init.append(f"(target-rec {rid})")
         for inst in instances:
             oid = self.ids[inst.name]
-            init.append(f"(in {oid} {self.ids[inst.parent]})")
+            init += [f"(in {oid} {self.ids[p]})" for p in inst.parents]
+            init += [f"({TWIN_MARK[m]} {oid})" for m in inst.marks if m in TWIN_MARK]
             for r in receptacles:
                 if cat.holds(r.type, inst.type):
                     init.append(f"(can-hold {self.ids[r.name]} {oid})")

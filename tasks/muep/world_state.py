@@ -46,6 +46,9 @@ class WorldState:
     agent_at: str | None                      # receptacle name the agent stands at; None at the start pose
     holding: str | None                       # instance name ("apple 1")
     placements: dict[str, str] = field(default_factory=dict)  # instance -> receptacle name, for objects not held
+    #: instance -> further receptacles it is in. ALFWorld's evaluation games give some objects two receptacles (a mug
+    #: in the coffee machine and on the countertop); ``placements`` then holds the first by name, this the others.
+    also_in: dict[str, list[str]] = field(default_factory=dict)
     opened: set[str] = field(default_factory=set)             # receptacle names that are open
     hot: set[str] = field(default_factory=set)
     cool: set[str] = field(default_factory=set)
@@ -58,6 +61,7 @@ class WorldState:
     def to_json(self) -> dict:
         return {
             "agent_at": self.agent_at, "holding": self.holding, "placements": dict(sorted(self.placements.items())),
+            **({"also_in": dict(sorted(self.also_in.items()))} if self.also_in else {}),
             "opened": sorted(self.opened), "hot": sorted(self.hot), "cool": sorted(self.cool),
             "clean": sorted(self.clean), "toggled": sorted(self.toggled), "sliced": sorted(self.sliced),
             "step": self.step, "last_action": self.last_action,
@@ -82,6 +86,7 @@ def state_from_facts(facts: Iterable[Fact], names: dict[str, str], location_of: 
     # TextWorld's PDDL logic may lower-case predicate names: compare without case.
     marks = {"opened": state.opened, "ishot": state.hot, "iscool": state.cool, "isclean": state.clean,
              "istoggled": state.toggled, "issliced": state.sliced}
+    inside: dict[str, list[str]] = {}
     for fact in facts:
         args = [a.name for a in fact.arguments]
         pred = fact.name.lower()
@@ -90,7 +95,12 @@ def state_from_facts(facts: Iterable[Fact], names: dict[str, str], location_of: 
         elif pred == "holds" and len(args) == 2:
             state.holding = names.get(args[1], args[1])
         elif pred == "inreceptacle" and len(args) == 2:
-            state.placements[names.get(args[0], args[0])] = names.get(args[1], args[1])
+            inside.setdefault(names.get(args[0], args[0]), []).append(names.get(args[1], args[1]))
         elif pred in marks and len(args) == 1:
             marks[pred].add(names.get(args[0], args[0]))
+    for obj, receptacles in inside.items():  # facts come in no fixed order: the same state, the same record
+        first, *others = sorted(set(receptacles))
+        state.placements[obj] = first
+        if others:
+            state.also_in[obj] = others
     return state

@@ -1,6 +1,10 @@
 """The benchmark tasks of ``benchmark_tasks.yaml`` (paper Table I): loading, their worlds, and checking the
 evaluation items against a world state.
 
+Each task keeps its Table I name and instruction and records the public RoboScript task it follows (``public_label``,
+``public_world``: github.com/SgtVincent/RoboScript, ``instruct_to_policy/data/benchmark/``), whose evaluation items
+it carries; ``hint`` is the extra sentence the public task query adds to the instruction, in our words.
+
 A world state is what the simulator reports at the end of an episode -- each model's bounding box and each joint's
 value; :func:`initial_state` gives the state a task starts from. Every item's check returns whether it holds and a
 sentence with the measured numbers, so an evaluation report can say why a task failed.
@@ -8,7 +12,7 @@ sentence with the measured numbers, so an evaluation report can say why a task f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,9 @@ BENCHMARK_FILE = Path(__file__).with_name("benchmark_tasks.yaml")
 REASONING = ("category_understanding", "object_selection", "spatial_relationship", "property_reasoning")
 
 
+PUBLIC_LABELS = ("simple_0", "simple_1", "hard_0", "hard_1", "hard_2", "hard_3", "hard_4", "hard_5")
+
+
 @dataclass(frozen=True)
 class BenchmarkTask:
     id: str
@@ -39,6 +46,14 @@ class BenchmarkTask:
     reasoning: tuple[str, ...]
     world: World
     evaluation: tuple[EvalItem, ...]
+    hint: str | None = None
+    public_label: str | None = None
+    public_world: str | None = None
+
+    @property
+    def prompt_instruction(self) -> str:
+        """What the code generator is asked: the instruction, then the hint."""
+        return f"{self.instruction} {self.hint}" if self.hint else self.instruction
 
 
 def evaluate(task: BenchmarkTask, state: TabletopState) -> list[ItemResult]:
@@ -68,6 +83,17 @@ class _TaskReader:
             raise self.fail(f"{where}: 'at' must be [x, y], got {value!r}")
         return float(value[0]), float(value[1])
 
+    def scaled(self, asset, value: Any, where: str):
+        """An object asset at another size (the public worlds spawn some models scaled): size x s, mass x s^3.
+        Containers keep the catalog's size, since their openings and floors are the catalog's too."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.2 <= value <= 3.0:
+            raise self.fail(f"{where}: scale must be a number from 0.2 to 3, got {value!r}")
+        if asset.kind != "object":
+            raise self.fail(f"{where}: scale applies to objects only; {asset.name} is a {asset.kind} (add a catalog "
+                            "entry of the size wanted instead)")
+        return replace(asset, size=tuple(round(v * value, 4) for v in asset.size),
+                       mass=round(asset.mass * value ** 3, 4))
+
     def world(self) -> World:
         spec = self.raw.get("world")
         if not isinstance(spec, dict):
@@ -89,6 +115,8 @@ class _TaskReader:
             if yaw not in (0.0, 90.0):
                 raise self.fail(f"{where}: yaw must be 0 or 90, got {yaw}")
             at = self.xy(entry.get("at"), where)
+            if "scale" in entry:
+                asset = self.scaled(asset, entry["scale"], where)
             if "in" in entry:
                 parent = by_name.get(entry["in"])
                 container = self.catalog.assets.get(str(entry["in"]))
@@ -140,8 +168,21 @@ class _TaskReader:
         unknown = [r for r in reasoning if r not in REASONING]
         if unknown:
             raise self.fail(f"unknown reasoning challenge(s) {unknown}; known: {', '.join(REASONING)}")
+        unknown_keys = sorted(set(self.raw) - {"id", "instruction", "hint", "reasoning", "public", "world",
+                                               "evaluation"})
+        if unknown_keys:
+            raise self.fail(f"unknown key(s) {unknown_keys}")
+        hint = self.raw.get("hint")
+        if hint is not None and (not isinstance(hint, str) or not hint.strip()):
+            raise self.fail(f"hint must be a sentence, got {hint!r}")
+        public = self.raw.get("public") or {}
+        if not isinstance(public, dict) or public.get("label") not in PUBLIC_LABELS or \
+                not isinstance(public.get("world"), str):
+            raise self.fail(f"public must be {{label: <one of {', '.join(PUBLIC_LABELS)}>, world: <public world "
+                            f"file>}}, got {public!r}")
         world = self.world()
-        return BenchmarkTask(str(self.label), self.raw["instruction"], reasoning, world, self.items(world))
+        return BenchmarkTask(str(self.label), self.raw["instruction"], reasoning, world, self.items(world),
+                             hint.strip() if hint else None, public["label"], public["world"])
 
 
 def load_benchmark(catalog: Catalog, params: WorldsParams, path: Path | None = None) -> list[BenchmarkTask]:
@@ -156,4 +197,7 @@ def load_benchmark(catalog: Catalog, params: WorldsParams, path: Path | None = N
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: task ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}.")
+    labels = [t.public_label for t in tasks]
+    if len(set(labels)) != len(labels):
+        raise DataError(f"{path}: public labels repeat: {sorted({x for x in labels if labels.count(x) > 1})}.")
     return tasks

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pandas as pd
 
+from tasks.llm import BACKEND_KINDS
 from tasks.roboscript.codegen import SnippetRecord
 
 
@@ -63,7 +64,8 @@ def dataset_card(metrics: dict, snippets: list[SnippetRecord], grid_file: str | 
                 ("snippets passing the grammar / API check", f"{metrics['snippets_passing']} "
                                                               f"({metrics['pass_rate']:.0%})"),
                 ("helper functions written by the sub-agent", metrics["helpers_defined"]),
-                ("LLM backend / model", f"{metrics['backend']} / {metrics['model']}")]),
+                ("backend / model (kind)", f"{metrics['backend']} / {metrics['model']} "
+                                           f"({BACKEND_KINDS.get(metrics['backend'], 'LLM')})")]),
         "",
         "Rejects, each kept with its reason (nothing is dropped silently):",
         "",

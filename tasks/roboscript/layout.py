@@ -17,6 +17,9 @@ BENCHMARK = DATA / "benchmark"
 QUERIES = DATA / "queries"
 CODEGEN = DATA / "codegen"
 REPORTS = paths.REPORTS / "roboscript"
+TABLE2_RUNS = "table2_runs"
+"""Folder under REPORTS keeping one record per (code writer, repeats, perception, arm) evaluation, so table2.md
+shows the default run and the paper profile's run side by side (a DVC ``persist`` output)."""
 
 #: LLM response caches of the two prompting stages (DVC ``persist`` outputs, not versioned).
 QUERIES_CACHE = paths.DATA / "cache" / "llm-roboscript-queries"
@@ -25,3 +28,5 @@ CODEGEN_CACHE = paths.DATA / "cache" / "llm-roboscript-codegen"
 EVAL_CACHE = paths.DATA / "cache" / "llm-roboscript-eval"
 #: Finished goals of the robot flows, ``<stage>/<goal>.json`` (DVC ``persist`` outputs): a killed run resumes.
 GOAL_RESULTS = paths.DATA / "cache" / "roboscript-goals"
+#: The perception ablation's tiny random OWL-ViT checkpoint (tasks/roboscript/eval/tiny_detector.py), built on demand.
+TINY_DETECTOR = paths.DATA / "cache" / "tiny-owlvit"

@@ -66,7 +66,9 @@ def _name(text: str, objects: list[str]) -> str:
 
 
 def read_task(instruction: str, objects: list[str]) -> Intent:
-    text = " ".join(instruction.lower().replace(",", " ").split()).rstrip(".!")
+    # the rules read the first sentence as the task; later sentences (notes, hints) are not used
+    first = re.split(r"(?<=[.!?])\s+", instruction.strip(), maxsplit=1)[0]
+    text = " ".join(first.lower().replace(",", " ").split()).rstrip(".!")
     text = re.sub(r"^(?:please|robot) ", "", text)
     for kind, pattern in PATTERNS:
         m = pattern.match(text)
@@ -169,11 +171,13 @@ def _drawer_open(s: Script, i: Intent) -> None:
     drawer, handle = i.part
     s.say(f"The drawer is {drawer} and its handle {handle}.")
     s.add(f"detect_objects(object_list=['cabinet', {drawer!r}, {handle!r}])")
-    s.grasp(handle)
-    s.say("A drawer slides on a prismatic joint: pull the handle along the joint axis.")
+    s.say("A drawer slides on a prismatic joint: find the joint, grasp the handle against its axis, pull along it.")
     s.add(f"handle_position = get_object_center_position({handle!r})",
-          f"joint_info = get_object_joint_info(obj_name={drawer!r}, position=handle_position, type='prismatic')",
-          "move_in_direction(joint_info['joint_axis'], distance=0.2)")
+          f"joint_info = get_object_joint_info(object_name={drawer!r}, position=handle_position, type='prismatic')",
+          "pull_axis = joint_info['joint_axis']", "open_gripper()",
+          f"grasp_pose = parse_horizontal_grasp_pose(object_name={handle!r}, approach_direction=-pull_axis)",
+          "grasp(grasp_pose)", "close_gripper()", f"attach_object({handle!r})",
+          "move_in_direction(pull_axis, distance=0.2)")
     s.release(handle)
 
 
@@ -204,11 +208,10 @@ def _door(s: Script, i: Intent) -> None:
 def _swap(s: Script, i: Intent) -> None:
     assert i.obj and i.other
     a, b = i.obj, i.other
-    s.say(f"Swapping needs a free spot: remember both places and park the {kb.phrase(a)} aside first.")
-    s.add(f"detect_objects(object_list=[{a!r}, {b!r}])", f"position_a = get_object_center_position({a!r})",
-          f"position_b = get_object_center_position({b!r})",
-          "parking_position = position_a + np.array([0.0, 0.15, 0.0])",
-          s.call("move_object_to_position", repr(a), "parking_position"))
+    s.say(f"Swapping needs a free spot: remember both places, then park the {kb.phrase(a)} on a free spot of the "
+          "table first.")
+    s.add("detect_objects()", f"position_a = get_object_center_position({a!r})",
+          f"position_b = get_object_center_position({b!r})", s.call("pick_and_place", repr(a), "'table'"))
     s.say(f"Put the {kb.phrase(b)} where the {kb.phrase(a)} was, then the {kb.phrase(a)} where the "
           f"{kb.phrase(b)} was.")
     s.add(s.call("move_object_to_position", repr(b), "position_a"),

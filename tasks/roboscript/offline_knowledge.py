@@ -1,6 +1,9 @@
 """What the offline backend "knows" without being told: the common sense a language model brings to the RoboScript
 prompts. Words for kinds of things (fruit, containers, colours, round or upright shapes), how phrases in a sentence
-map to names of the objects list, and how to write a few helper functions that the few-shot examples do not show.
+map to names of the objects list, and how to write a few generic helper functions that the few-shot examples do not
+show (a category test, a colour read off a name, whether a container is empty, the loose objects on the table,
+opening a door). It knows the tool API and such generic skills, never a benchmark task's world or solution: no
+object arrangement, position or benchmark object list is written here.
 
 None of it is read from the pipeline's data files: a real model has only the prompt and its training, and so do
 the offline skills (the prompt through their arguments, the training through this module).
@@ -154,7 +157,7 @@ def open_door_definition(name: str, params: list[str]) -> str | None:
             f"    attach_object({handle})\n"
             f"    # The hinge is a revolute joint: follow an arc around it.\n"
             f"    handle_position = get_object_center_position({handle})\n"
-            f"    joint_info = get_object_joint_info(obj_name={door}, position=handle_position, type='revolute')\n"
+            f"    joint_info = get_object_joint_info(object_name={door}, position=handle_position, type='revolute')\n"
             f"    path = generate_arc_path_around_joint(current_pose=get_gripper_pose(), "
             f"joint_axis=joint_info['joint_axis'], joint_position=joint_info['joint_position'], n=10, angle=60)\n"
             f"    follow_path(path)\n"
@@ -163,12 +166,79 @@ def open_door_definition(name: str, params: list[str]) -> str | None:
             f"    reset_to_default_pose()")
 
 
-KNOWN_HELPERS = (category_predicate, open_door_definition)
+def receptacle_predicate(name: str, params: list[str]) -> str | None:
+    """``is_receptacle``: furniture or a container, judged from the words of a name."""
+    if name != "is_receptacle":
+        return None
+    arg = params[0] if params else "object_name"
+    listed = ", ".join(repr(w) for w in (*RECEPTACLE_WORDS, *FURNITURE_WORDS))
+    return (f"def is_receptacle({arg}):\n"
+            f'    """Whether an object is furniture or a container for other objects, judged from the words of its '
+            f'name."""\n'
+            f"    receptacle_words = [{listed}]\n"
+            f"    words = {arg}.replace('.', '_').split('_')\n"
+            f"    return any(word in receptacle_words for word in words)")
+
+
+def colour_reader(name: str, params: list[str]) -> str | None:
+    """``get_colour``: the colour word a name starts with."""
+    if name != "get_colour":
+        return None
+    arg = params[0] if params else "object_name"
+    listed = ", ".join(repr(c) for c in COLOURS)
+    return (f"def get_colour({arg}):\n"
+            f'    """The colour word at the start of an object\'s name, or \'unknown\'."""\n'
+            f"    colours = [{listed}]\n"
+            f"    first_word = {arg}.replace('.', '_').split('_')[0]\n"
+            f"    if first_word in colours:\n"
+            f"        return first_word\n"
+            f"    return 'unknown'")
+
+
+def emptiness_test(name: str, params: list[str]) -> str | None:
+    """``is_empty``: no other object's footprint overlaps the container's above its bottom."""
+    if name != "is_empty":
+        return None
+    arg = params[0] if params else "container_name"
+    return (f"def is_empty({arg}):\n"
+            f'    """Whether nothing rests in or on a container: no other object\'s footprint overlaps the '
+            f'container\'s above its bottom."""\n'
+            f"    container_bbox = get_3d_bbox({arg})\n"
+            f"    for name in get_object_name_list():\n"
+            f"        if name == {arg} or name == 'table' or name.startswith('cabinet'):\n"
+            f"            continue\n"
+            f"        bbox = get_3d_bbox(name)\n"
+            f"        overlaps = bbox[0] < container_bbox[3] and container_bbox[0] < bbox[3] and "
+            f"bbox[1] < container_bbox[4] and container_bbox[1] < bbox[4]\n"
+            f"        if overlaps and bbox[2] >= container_bbox[2] - 0.01:\n"
+            f"            return False\n"
+            f"    return True")
+
+
+def table_objects_lister(name: str, params: list[str]) -> str | None:
+    """``get_objects_on_table``: loose objects standing on the table top (no containers, furniture, contents)."""
+    if name != "get_objects_on_table":
+        return None
+    return ("def get_objects_on_table():\n"
+            '    """Names of the loose objects standing directly on the table (no containers, furniture or their '
+            'contents)."""\n'
+            "    table_top = get_3d_bbox('table')[5]\n"
+            "    names = []\n"
+            "    for name in get_object_name_list():\n"
+            "        if name == 'table' or is_receptacle(name):\n"
+            "            continue\n"
+            "        if abs(get_3d_bbox(name)[2] - table_top) < 0.02:\n"
+            "            names.append(name)\n"
+            "    return names")
+
+
+KNOWN_HELPERS = (category_predicate, open_door_definition, receptacle_predicate, colour_reader, emptiness_test,
+                 table_objects_lister)
 
 
 def known_definition(name: str) -> str | None:
     """A definition of ``name`` from the offline model's own knowledge, or None."""
-    params = {"open_door": ["door_name", "handle_name"]}.get(name, ["object_name"])
+    params = {"open_door": ["door_name", "handle_name"], "is_empty": ["container_name"]}.get(name, ["object_name"])
     for writer in KNOWN_HELPERS:
         code = writer(name, params)
         if code is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import random
 import re
+import threading
 from collections.abc import Sequence
 
 from tasks.roboscript import offline_knowledge as kb
@@ -32,6 +33,15 @@ from tasks.roboscript.queries import COUNT_PREFIX, QUERY_MARK, SCENE_HEADER
 from tasks.roboscript.scene_text import OBJECTS_LINE, parse_scene_text
 
 Messages = Sequence[tuple[str, str]]
+_AST_LOCK = threading.Lock()
+"""The LLM client runs skills in threads, and CPython 3.11's ``ast.parse`` is not thread-safe (its AST
+constructor's recursion-depth check is interpreter-global: concurrent parses fail with "AST constructor recursion
+depth mismatch"), so the skills parse one at a time."""
+
+
+def _parse(source: str, mode: str = "exec") -> ast.AST:
+    with _AST_LOCK:
+        return ast.parse(source, mode=mode)
 _GHOSTS = ("teapot", "unicorn figurine", "potted plant", "laptop", "toy robot", "candle")
 
 
@@ -151,7 +161,7 @@ class TaskQueryProposer:
 
 
 def _called_names(code: str) -> set[str]:
-    tree = ast.parse(code)
+    tree = _parse(code)
     return {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
 
 
@@ -235,7 +245,7 @@ class SubCoder:
                 end = i
                 break
         try:
-            node = ast.parse(call[start:end + 1], mode="eval").body if end > 0 else None
+            node = _parse(call[start:end + 1], mode="eval").body if end > 0 else None
         except SyntaxError:
             node = None
         if not isinstance(node, ast.Call):

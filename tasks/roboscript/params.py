@@ -69,7 +69,11 @@ ABLATION_SETTINGS: dict[str, dict[str, str]] = {
     "gt_planning_scene": {"detection": "perceived", "planning_scene": "ground_truth"},
     "gt_detection": {"detection": "ground_truth", "planning_scene": "perceived"},
     "no_gt": {"detection": "perceived", "planning_scene": "perceived"},
+    "detector_model": {"detection": "perceived", "planning_scene": "ground_truth"},
 }
+#: Settings whose 2-D grounding is a model rather than the simulator's segmentation masks (``sim-seg``):
+#: ``detector_model`` = ``gt_planning_scene`` with the tiny random OWL-ViT of tasks/roboscript/eval/tiny_detector.py.
+DETECTOR_SETTINGS = ("detector_model",)
 
 
 class AblationParams(Strict):
@@ -78,7 +82,8 @@ class AblationParams(Strict):
     objects: list[str] = ["apple", "blue_block", "gelatin_box", "tomato_soup_can"]
     """Catalog assets (the paper: the 10 objects with the highest grasp success in the shape study)."""
     studies: list[Literal["pick_place", "drawer"]] = ["pick_place", "drawer"]
-    settings: list[Literal["gt", "gt_planning_scene", "gt_detection", "no_gt"]] = list(ABLATION_SETTINGS)
+    settings: list[Literal["gt", "gt_planning_scene", "gt_detection", "no_gt", "detector_model"]] = \
+        list(ABLATION_SETTINGS)
     repeats: Annotated[int, Field(ge=1, le=100)] = 2
 
     @field_validator("objects", "studies", "settings")
@@ -127,22 +132,32 @@ class RobotEvalParams(Strict):
     snippets_file: str | None = None
     """JSON or YAML mapping task id -> code, or a parquet/JSON table with task_id (or query_id) and code columns."""
     tasks: Literal["all"] | list[str] = "all"
+    offline_noise: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    """The offline coder's deliberate mistakes (``llm.offline.noise``) in the benchmark's code; null = none. The
+    ``llm.offline.noise`` knob feeds dataset generation only, so a benchmark result never carries injected noise
+    unless this key asks for it."""
     episode_timeout_s: Annotated[float, Field(gt=0.0, le=3600.0)] = 60.0
     """Wall-clock limit of one repeat's code (tool time included)."""
     memory_mb: Annotated[int, Field(ge=64, le=65536)] = 512
     """Address-space budget of the sandboxed code beyond what the interpreter already uses."""
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     """Times an episode is retried on another runner when its runner dies mid-episode."""
+    isolation: Literal["auto", "bwrap", "none"] = "auto"
+    """How the runners confine generated code (docs/robot.md, "Sandbox"): auto and bwrap run it in bubblewrap's
+    namespaces and refuse to start where bubblewrap cannot create them; none runs it without namespaces (the
+    restricted compiler, uid 65534, rlimits and seccomp still apply) and warns on every episode. Goals carry it:
+    a runner without namespaces refuses a goal that asks for auto or bwrap."""
     seed: int = 0
     shapes: ShapesParams = ShapesParams()
     ablation: AblationParams = AblationParams()
 
     def episode_settings(self) -> dict:
         """The runner-goal fields (``robot/episode.py``) every episode of this evaluation shares: how perception
-        works, the jitter, seed and limits."""
+        works, the jitter, seed, limits and the isolation the runner must give the code."""
         return {"perception": self.perception, "noise": self.noise.model_dump(),
                 "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
-                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb}
+                "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb,
+                "isolation": self.isolation}
 
     @field_validator("backend")
     @classmethod

@@ -62,7 +62,8 @@ class ThorUnavailableError(PipelineError):
 
 
 def _floorplan(scene: str) -> int:
-    m = re.match(r"FloorPlan(\d+)(?:-\d+)?$", scene)  # FloorPlanN or an instantiation FloorPlanN-K
+    # FloorPlanN, an instantiation FloorPlanN-K, or an ALFWorld evaluation game's FloorPlanN-trial_T...
+    m = re.match(r"FloorPlan(\d+)(?:-\d+|-trial_T\w+)?$", scene)
     if not m:
         raise PipelineError(f"renderer 'thor': scene {scene!r} is not an AI2-THOR FloorPlanN scene.")
     return int(m.group(1))

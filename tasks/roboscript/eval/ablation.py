@@ -6,7 +6,13 @@ run on each configured object under each setting:
 * ``gt`` -- ground-truth detection and planning scene (the ``ground_truth`` mode);
 * ``gt_planning_scene`` -- perception tools from the pipeline, the planner avoids the true geometry;
 * ``gt_detection`` -- ground-truth perception tools, the planner avoids the reconstruction;
-* ``no_gt`` -- both from the pipeline.
+* ``no_gt`` -- both from the pipeline;
+* ``detector_model`` -- ``gt_planning_scene`` with a grounding model in the loop: the pipeline's 2-D grounding is
+  the ``hf-detector`` backend on a tiny random-weight OWL-ViT (``tiny_detector.py``) instead of ``sim-seg``.
+
+With the default ``sim-seg`` grounding the pipeline's 2-D boxes come from the simulator's segmentation masks, so the
+perceived settings measure the rest of the pipeline (fusion, matching, instances, grasps, planning scene) behind
+perfect 2-D detection; ``detector_model`` is the setting with a detector model in the loop.
 
 Fig. 7 of the paper shows gt / gt_planning_scene / no_gt for pick-and-place, Fig. 8 gt / gt_planning_scene /
 gt_detection for the drawer task; here every configured setting runs on every study.
@@ -15,15 +21,23 @@ gt_detection for the drawer task; here every configured setting runs on every st
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from core.errors import ConfigError
 from robot.contract.catalog import Catalog
+from robot.contract.params import GroundingParams
 from tasks.roboscript.eval import shapes
-from tasks.roboscript.params import ABLATION_SETTINGS, RobotEvalParams, WorldsParams
+from tasks.roboscript.params import (
+    ABLATION_SETTINGS,
+    DETECTOR_SETTINGS,
+    RobotEvalParams,
+    WorldsParams,
+)
 
 STUDY_TITLES = {"pick_place": "pick and place", "drawer": "open drawer and place"}
 SETTING_TITLES = {"gt": "GT detection & planning", "gt_planning_scene": "GT planning scene (perceived detection)",
-                  "gt_detection": "GT detection (perceived planning scene)", "no_gt": "No GT"}
+                  "gt_detection": "GT detection (perceived planning scene)", "no_gt": "No GT",
+                  "detector_model": "GT planning scene, detection by a model (tiny random OWL-ViT)"}
 
 
 @dataclass(frozen=True)
@@ -46,13 +60,25 @@ def trials(catalog: Catalog, worlds: WorldsParams, ep: RobotEvalParams) -> tuple
     return [AblationTrial(setting, t) for setting in ab.settings for t in base], skipped
 
 
-def goal(trial: AblationTrial, ep: RobotEvalParams) -> dict:
-    """The runner goal of one trial: the shape study's goal with this setting's perception."""
+DETECTOR_THRESHOLD = 0.0
+"""Score threshold of the random detector: its scores carry no meaning, so every box it proposes is kept."""
+
+
+def goal(trial: AblationTrial, ep: RobotEvalParams, detector_path: Path | None = None) -> dict:
+    """The runner goal of one trial: the shape study's goal with this setting's perception. ``detector_path``: the
+    checkpoint of the ``detector_model`` setting (required for it)."""
     request = shapes.goal(trial.trial, ep) | {"episode_id": trial.key, "repeats": ep.ablation.repeats}
     sources = ABLATION_SETTINGS[trial.setting]
-    if sources == ABLATION_SETTINGS["gt"]:
+    if trial.setting == "gt":
         return request | {"perception": "ground_truth"}
     pipeline = ep.pipeline.model_copy(update=sources)
+    if trial.setting in DETECTOR_SETTINGS:
+        if detector_path is None:
+            raise ConfigError(f"the ablation setting {trial.setting} needs the detector checkpoint "
+                              "(tasks/roboscript/eval/tiny_detector.py builds it).")
+        grounding = GroundingParams(backend="hf-detector", model_path=str(detector_path),
+                                    threshold=DETECTOR_THRESHOLD)
+        pipeline = pipeline.model_copy(update={"grounding": grounding})
     return request | {"perception": "perceived", "pipeline": pipeline.model_dump(mode="json")}
 
 
@@ -73,14 +99,13 @@ def summarise(results: dict[str, dict], settings: list[str]) -> dict:
     return {"success": rates, "mean": means, "drop_points": drops}
 
 
-def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, pool_info: dict,
-           wall_s: float) -> dict:
-    """reports/roboscript/perception.json: the settings, the success table and its means, how repeats ended."""
+def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams) -> dict:
+    """reports/roboscript/perception.json: the settings, the success table and its means, how repeats ended (the
+    perception time per setting is a run fact: :func:`perception_seconds`)."""
     ab = ep.ablation
     return {"settings": ab.settings, "objects": ab.objects, "studies": ab.studies, "repeats": ab.repeats,
             "arm": ep.arm, "grounding": ep.pipeline.grounding.backend, "grasp": ep.pipeline.grasp,
-            **summarise(results, ab.settings), "outcomes": failures(results), "not_applicable": skipped,
-            "perception_s": perception_seconds(results), "pool": pool_info, "wall_s": round(wall_s, 2)}
+            **summarise(results, ab.settings), "outcomes": failures(results), "not_applicable": skipped}
 
 
 def mlflow_fields(report: dict, ep: RobotEvalParams) -> tuple[dict, dict, dict[str, float]]:
@@ -126,11 +151,22 @@ def perception_seconds(results: dict[str, dict]) -> dict[str, float]:
     return {s: round(sum(v) / len(v), 3) for s, v in sorted(spent.items()) if v}
 
 
-def markdown(summary: dict, settings: list[str], repeats: int) -> str:
-    """The report: success per object and setting for each study, the means, and the drop against GT."""
-    lines = ["# Perception ablation (paper V-C, Figs. 7-8)", "",
-             f"Success rate over {repeats} repeat(s) per object; settings: "
-             + "; ".join(f"`{s}` = {SETTING_TITLES[s]}" for s in settings) + ".", ""]
+def markdown(summary: dict, settings: list[str], repeats: int, grounding: str = "sim-seg") -> str:
+    """The report: what the settings' grounding is, success per object and setting for each study, the means,
+    and the drop against GT."""
+    lines = ["# Perception ablation (paper V-C, Figs. 7-8)", ""]
+    if grounding == "sim-seg":
+        lines += ["**Read this first:** the pipeline's 2-D grounding here is `sim-seg`, which takes the "
+                  "**simulator's segmentation masks** as its detections. In the perceived settings "
+                  "(`gt_planning_scene`, `no_gt`) detection therefore starts from perfect 2-D masks, and their drop "
+                  "against GT measures fusion, matching, instance segmentation, grasping and the planning scene, not "
+                  "a detector's mistakes. `detector_model` puts a grounding model in the loop instead: the "
+                  "`hf-detector` backend on a tiny OWL-ViT with **random weights** (no trained weights can be fetched "
+                  "here), so it shows the cost of an untrained detector, not of a trained one.", ""]
+    else:
+        lines += [f"The pipeline's 2-D grounding is `{grounding}`.", ""]
+    lines += [f"Success rate over {repeats} repeat(s) per object; settings: "
+              + "; ".join(f"`{s}` = {SETTING_TITLES[s]}" for s in settings) + ".", ""]
     for study in _studies(summary):
         objects = sorted({a for per in summary["success"].values() for a in per.get(study, {})})
         lines += [f"## {STUDY_TITLES[study]}", "", "| object | " + " | ".join(settings) + " |",

@@ -21,6 +21,8 @@ from tasks.roboscript import layout
 from tasks.roboscript.benchmark import BENCHMARK_FILE, BenchmarkTask
 from tasks.roboscript.eval.scoring import (
     METRICS,
+    Table2Block,
+    load_published,
     summary,
     table2_markdown,
     task_metrics,
@@ -48,21 +50,54 @@ def select_tasks(tasks: list[BenchmarkTask], which: str | list[str]) -> list[Ben
     return [known[t] for t in which]
 
 
+TEMPLATE_CODER = "rules:template-coder"
+"""What the ``offline`` backend is when it writes benchmark code: the rule/template program of
+``tasks/roboscript/offline_code.py`` (regular expressions -> code templates), not a language model."""
+
+
+def coder_name(llm) -> str:
+    """The code writer's name in reports: the offline backend is named for what it is."""
+    return TEMPLATE_CODER if llm.backend == "offline" else f"{llm.backend}:{llm.model}"
+
+
+def coder_kind(model: str) -> str:
+    """What wrote the code, for the column every result table carries."""
+    if model.startswith("rules:"):
+        return "rule-based template program (not an LLM)"
+    if model.startswith("snippets:"):
+        return "code read from a file"
+    return "LLM"
+
+
+def eval_llm(params):
+    """``params.llm`` as benchmark code generation uses it: the offline backend's deliberate mistakes
+    (``llm.offline.noise``, meant for dataset generation) are off unless ``roboscript.eval.offline_noise`` asks
+    for them."""
+    noise = params.roboscript.eval.offline_noise or 0.0
+    return params.llm.model_copy(update={"offline": params.llm.offline.model_copy(update={"noise": noise})})
+
+
 def generate_code(tasks: list[BenchmarkTask], params) -> tuple[dict[str, TaskCode], str]:
     """Code for each task from the configured LLM backend through the hierarchical generator (cached)."""
     from tasks.llm import build_client
     from tasks.roboscript.code_prompts import task_query
     from tasks.roboscript.codegen import CodeJob, HierarchicalGenerator
 
-    client = build_client(params.llm, layout.EVAL_CACHE)
-    generator = HierarchicalGenerator(client, params.llm, params.roboscript.codegen)
-    jobs = [CodeJob(t.id, t.id, t.instruction, task_query(t.world.object_names(), t.instruction)) for t in tasks]
+    llm = eval_llm(params)
+    noise = llm.offline.noise if llm.backend == "offline" else 0.0
+    # the response cache keys on the prompt and sampling, not on the offline noise: keep noisy answers apart
+    cache = layout.EVAL_CACHE if not noise else layout.EVAL_CACHE.with_name(f"{layout.EVAL_CACHE.name}-noise{noise:g}")
+    client = build_client(llm, cache)
+    generator = HierarchicalGenerator(client, llm, params.roboscript.codegen)
+    jobs = [CodeJob(t.id, t.id, t.prompt_instruction, task_query(t.world.object_names(), t.prompt_instruction))
+            for t in tasks]
     out = {}
     for snippet in generator.generate(jobs):
         verdict = snippet.verdict
         out[snippet.job.query_id] = TaskCode(snippet.job.query_id, snippet.assembled(), bool(verdict and verdict.ok),
                                              tuple(verdict.codes) if verdict else (), "generated")
-    return out, f"{params.llm.backend}:{params.llm.model}"
+    name = coder_name(llm)
+    return out, name if not noise else f"{name}+noise{noise:g}"
 
 
 def load_snippets(path: Path, tasks: list[BenchmarkTask]) -> tuple[dict[str, TaskCode], str]:
@@ -112,7 +147,7 @@ def goal_fingerprint(request: dict, ep: RobotEvalParams, code: str) -> str:
     """What a goal's result depends on: the goal itself, the robot it runs on (backend, arm, or the runners of
     ``master_uri``) and ``code`` (a hash of the code the stage runs)."""
     robot = {"backend": ep.backend, "arm": ep.arm, "master_uri": ep.master_uri,
-             "runner_namespaces": ep.runner_namespaces}
+             "runner_namespaces": ep.runner_namespaces, "isolation": ep.isolation}
     blob = json.dumps([request, robot, code], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -160,52 +195,107 @@ def runner_pool(ep: RobotEvalParams) -> Iterator[tuple[RunnerPool, dict]]:
                                 hint="Start runners there: python -m robot.runner --ns /runner1 --backend sim|moveit")
         ensure_node(ep.master_uri)
         yield (RunnerPool(namespaces, max_retries=ep.max_retries),
-               {"master_uri": ep.master_uri, "runners": namespaces, "local": False})
+               {"master_uri": ep.master_uri, "runners": namespaces, "local": False, "isolation": ep.isolation})
         return
     from robot.pool import LocalPool
 
-    with LocalPool(ep.runners, ep.backend, ep.arm) as local:
+    with LocalPool(ep.runners, ep.backend, ep.arm, isolation=ep.isolation) as local:
         ensure_node(local.master_uri)
         pool = RunnerPool(local.namespaces, alive=local.alive, restart=local.restart, max_retries=ep.max_retries)
         yield pool, {"master_uri": local.master_uri, "runners": local.namespaces, "local": True,
-                     "backend": ep.backend, "arm": ep.arm}
+                     "backend": ep.backend, "arm": ep.arm, "isolation": ep.isolation}
 
 
 def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results: dict[str, dict],
-                 model: str, ep: RobotEvalParams, pool_info: dict, wall_s: float) -> tuple[dict, dict]:
-    """(the metrics report -- eval.json, a DVC metrics file --, the details: code, per-repeat outcomes, pool)."""
+                 model: str, ep: RobotEvalParams, pool_info: dict) -> tuple[dict, dict, dict]:
+    """(the metrics report -- eval.json, a DVC metrics file --, the details -- code, per-repeat outcomes --, the run
+    facts: the pool, which runner ran each task, repeat wall times; they change from run to run, so they stay out of
+    the DVC outputs)."""
     per_task: dict[str, Any] = {}
     details: dict[str, Any] = {}
+    ran: dict[str, Any] = {}
     for task in tasks:
         code = codes.get(task.id)
         result = results.get(task.id)
         if code is None:
             result = {"ok": False, "error": "no code for this task"}
-        metrics = task_metrics(result, len(task.evaluation))
+        metrics = task_metrics(result, len(task.evaluation), ep.repeats)
         per_task[task.id] = {k: v for k, v in metrics.items() if k != "error"}
         details[task.id] = {
             "instruction": task.instruction, "items": [i.describe() for i in task.evaluation],
             "error": metrics["error"], "code": code.code if code else None,
             "code_check_ok": code.check_ok if code else None, "code_check_reasons": list(code.reasons) if code else [],
-            "runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
-            "runner_errors": (result or {}).get("runner_errors", []),
             "repeats": [{"status": r["status"], "success": r["success"], "error": r["error"],
-                         "items": r["items"], "steps": r["steps"], "wall_s": r["wall_s"]}
+                         "items": r["items"], "steps": r["steps"]}
                         for r in (result or {}).get("repeats", [])]}
+        ran[task.id] = {"runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
+                        "runner_errors": (result or {}).get("runner_errors", []),
+                        "repeat_wall_s": [r["wall_s"] for r in (result or {}).get("repeats", [])]}
     settings = {"repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                 "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "runners": len(pool_info["runners"])}
-    report = {"model": model, "settings": settings, "summary": summary(per_task), "tasks": per_task,
-              "wall_s": round(wall_s, 2)}
-    return report, {"model": model, "pool": pool_info, "tasks": details,
-                    "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
+    report = {"model": model, "kind": coder_kind(model), "settings": settings, "summary": summary(per_task),
+              "tasks": per_task}
+    details = {"model": model, "tasks": details, "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
+    return report, details, {"pool": pool_info, "tasks": ran}
 
 
-def table2(report: dict) -> str:
+def run_record(report: dict) -> dict:
+    """What table2.md keeps of one evaluation: who wrote the code, the settings, the four metrics per task."""
+    return {"model": report["model"], "kind": coder_kind(report["model"]), "settings": report["settings"],
+            "tasks": {t: {k: m[k] for k in METRICS} for t, m in report["tasks"].items()},
+            "summary": {k: report["summary"][k] for k in METRICS}}
+
+
+def run_record_name(report: dict) -> str:
+    s = report["settings"]
+    slug = "".join(c if c.isalnum() or c in "-_." else "-" for c in report["model"])
+    return f"{slug}__r{s['repeats']}__{s['perception']}__{s['arm']}.json"
+
+
+def load_run_records(folder: Path) -> list[dict]:
+    """The evaluation records kept for table2.md, most repeats first."""
+    records = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(record.get("tasks"), dict) or "settings" not in record:
+                raise ValueError("no 'tasks' or 'settings'")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise DataError(f"{path} is not a Table II run record: {exc}.") from None
+        records.append(record)
+    return sorted(records, key=lambda r: (-int(r["settings"]["repeats"]), r["model"]))
+
+
+def table2(report: dict, records: list[dict] | None = None) -> str:
+    """reports/roboscript/table2.md: our runs (this one and the others kept, e.g. the default 2 repeats and the
+    paper profile's 10) beside the paper's published Table II, every block saying what wrote the code."""
+    records = records if records is not None else [run_record(report)]
+    published, header = load_published()
     tasks = list(report["tasks"])
-    title = (f"# RoboScript benchmark, Table II layout\n\n{report['settings']['repeats']} repeats per task, "
-             f"{report['settings']['perception']} perception, {report['settings']['arm']} "
-             f"({report['settings']['backend']}); metric definitions in docs/robot.md.")
-    return table2_markdown({report["model"]: report["tasks"]}, tasks, title)
+    blocks = []
+    for record in records:
+        st = record["settings"]
+        source = f"this project: {st['repeats']} repeats, {st['perception']}, {st['arm']} ({st['backend']})"
+        blocks.append(Table2Block(record["model"], record["kind"], source, record["tasks"]))
+    blocks += published
+    title = "\n".join([
+        "# RoboScript benchmark, Table II layout",
+        "",
+        "Our runs beside the paper's figures. **published** rows are copied from the paper "
+        f"({header['source']}): GPT-4, GPT-3.5-turbo and Gemini-pro writing the code, Franka in Gazebo with "
+        "ground-truth perception, 10 repeats, semantic correctness with a manual check. Our rows come from "
+        "`python -m flows.roboscript_eval` on the PyBullet sim (`dvc repro roboscript-eval`: the default 2 repeats; "
+        "the paper profile: 10). `rules:template-coder` is the offline backend's rule/template program "
+        "(tasks/roboscript/offline_code.py: regular expressions -> code templates), **not an LLM**; it writes its "
+        "code from the same prompts, without injected mistakes (`roboscript.eval.offline_noise` is null).",
+        "",
+        "Metrics and success checks follow the public RoboScript evaluator (docs/robot.md, \"Scoring\"): a repeat "
+        "that raised -- including a failed motion -- counts 0; grammar = any repeat ran without an exception; "
+        "ratios divide by the repeats asked for. Task columns are the Table I names; the public label each follows "
+        "is in tasks/roboscript/benchmark_tasks.yaml. The published Moderate_0 / Moderate_1 columns look swapped "
+        "relative to Table I (tasks/roboscript/eval/published_table2.yaml).",
+    ])
+    return table2_markdown(blocks, tasks, title)
 
 
 def benchmark_dataset(goals: dict[str, dict]) -> DatasetRef:
@@ -217,7 +307,7 @@ def benchmark_dataset(goals: dict[str, dict]) -> DatasetRef:
 def mlflow_fields(report: dict, params) -> tuple[dict, dict]:
     """(params, tags) of the evaluation's MLflow run (``params``: the whole ``Params``)."""
     ep = params.roboscript.eval
-    tags = {"model": report["model"], "backend": ep.backend, "arm": ep.arm}
+    tags = {"model": report["model"], "kind": coder_kind(report["model"]), "backend": ep.backend, "arm": ep.arm}
     run_params = {"model": report["model"], "llm_backend": params.llm.backend, "code": ep.code,
                   "repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                   "runners": report["settings"]["runners"], "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,

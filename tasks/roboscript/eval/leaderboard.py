@@ -9,9 +9,23 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from tasks.roboscript.eval.scoring import METRICS, table2_markdown
+from tasks.roboscript.eval.scoring import METRICS, Table2Block, table2_markdown
 
 EXPERIMENT = "roboscript-eval"
+
+
+def kinds_from_runs(runs) -> dict[str, str]:
+    """What wrote the code of each model's runs (the ``kind`` tag; runs from before the tag: judged by the name)."""
+    from tasks.roboscript.eval.evaluation import coder_kind
+
+    out: dict[str, str] = {}
+    for run in runs:
+        model = run.data.tags.get("model") or run.info.run_name
+        kind = run.data.tags.get("kind")
+        if kind is None and str(model).startswith("offline"):
+            kind = coder_kind("rules:")  # the offline backend is the template program, whatever a run called it
+        out.setdefault(model, kind or coder_kind(str(model)))
+    return out
 
 
 def per_model_from_runs(runs) -> dict[str, dict[str, dict[str, float]]]:
@@ -42,10 +56,14 @@ def section_markdown(client, experiment_name: str) -> str | None:
     table = per_model_from_runs(runs)
     if not table:
         return None
+    kinds = kinds_from_runs(runs)
     task_ids = sorted({t for per_task in table.values() for t in per_task})
-    return table2_markdown(table, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
-                                            f"`{experiment_name}`, the newest run per model; definitions in "
-                                            "docs/robot.md.")
+    blocks = [Table2Block(model, kinds.get(model, "LLM"), "MLflow, newest run", per_task)
+              for model, per_task in table.items()]
+    return table2_markdown(blocks, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
+                                             f"`{experiment_name}`, the newest run per code writer; definitions in "
+                                             "docs/robot.md; the paper's published figures are beside our runs in "
+                                             "the RoboScript table2.md report.")
 
 
 def markdown_table_to_html(markdown: str) -> str:

@@ -1,67 +1,87 @@
 """Scoring: evaluation items checked on the final world state, and the paper's four metrics per task.
 
-Items are those of ``tasks/roboscript/benchmark_tasks.yaml`` (``on_receptacle``, ``in_receptacle``, ``near_start``,
-``joint_opened``,
-checked by ``tasks.roboscript.benchmark.check_item``) plus ``placed_at`` for the object-shape study (the object
-rests on the table within ``tolerance`` of ``position`` [x, y]).
+Items are those of ``tasks/roboscript/benchmark_tasks.yaml`` (``on_receptacle``, ``in_receptacle``, ``near_start``;
+checked by ``robot.contract.items.check_item`` as the public evaluator checks them) plus ``joint_opened`` and
+``placed_at`` for the object-shape study.
 
-Aggregation over the N repeats of a task (paper V-A, Table II), as computed by :func:`task_metrics`:
+Aggregation over the N requested repeats of a task, as the public RoboScript table script does
+(``instruct_to_policy/scripts/src/eval/print_table.py``, ``fill_df_from_json_files`` l. 11-51, of
+github.com/SgtVincent/RoboScript), restated:
 
-* **grammar correctness** -- the code passed the code check and no repeat ended in an error of the code itself
-  (an exception from the code or a ToolArgumentError, a time-out, the memory limit, a crash). A robot that cannot
-  execute a well-formed request (RobotError: unreachable, blocked, outside the workspace) does not make code
-  ungrammatical.
-* **semantic correctness** -- at least one repeat completed the whole task ("determined by the success of any of
-  the 10 trials"; the paper's extra manual check of snippets that fail every trial is not automated).
-* **finished steps ratio** -- the mean over repeats of the share of the task's evaluation items that hold at the
-  end (the items are the task's pre-defined steps; a repeat that stopped early keeps the steps it finished).
-* **finished whole task** -- the share of repeats in which every item holds.
-
-Repeats a runner could not run at all (the goal failed on every runner) are reported, not counted.
+* a repeat that **raised** (the public evaluator's ``exec`` raised, evaluator.py l. 108-113) is not evaluated at all:
+  it counts 0 for grammar, 0 finished steps and 0 for the whole task -- steps it finished before the exception count
+  for nothing. Here that is every repeat whose status is not ``ok``: an exception of the code, a refused snippet, a
+  time-out, the memory limit, a crash, and also a robot failure (``robot_error``: unreachable, blocked, no plan),
+  because our tools raise where the public motion tools return False (see docs/robot.md, "Scoring");
+* a repeat that **never ran** counts 0 as well: the denominator is always the number of repeats asked for (l. 28-40:
+  a query whose code could not be generated gets ``repeat_times`` zeros);
+* **grammar correctness** = at least one repeat ran without an exception (``np.any``, l. 48);
+* **semantic correctness** = at least one repeat satisfied every item (``np.any`` of the whole-task flags, l. 49);
+  the paper adds a manual check of snippets that fail every trial, which is not automated;
+* **finished steps ratio** = the mean over the N repeats of the share of items that hold (l. 50);
+* **finished whole task** = the share of the N repeats in which every item holds (l. 51).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from robot.contract.outcomes import GRAMMATICAL
+import yaml
+
+from core.errors import DataError
 
 METRICS = ("grammar_correct", "semantic_correct", "finished_steps_ratio", "finished_whole_task")
 METRIC_LABELS = {"grammar_correct": "grammar correctness", "semantic_correct": "semantic correctness",
                  "finished_steps_ratio": "finished steps ratio", "finished_whole_task": "finished whole task"}
+CLEAN = "ok"
+"""The only repeat status the public evaluator goes on to evaluate: the code ran to its end without raising."""
 
 
-def task_metrics(result: dict | None, n_items: int) -> dict:
-    """The four metrics of one task from a runner's result (``None``: no runner could run it)."""
-    if not result or not result.get("ok"):
-        return {"grammar_correct": None, "semantic_correct": None, "finished_steps_ratio": None,
-                "finished_whole_task": None, "repeats": 0, "statuses": {},
-                "error": (result or {}).get("error") or "not run"}
-    repeats = result.get("repeats", [])
-    policy_ok = bool(result.get("policy", {}).get("ok"))
-    statuses = Counter(r["status"] for r in repeats)
-    steps = [sum(i["ok"] for i in r["items"]) / n_items if n_items else 0.0 for r in repeats]
-    wins = [bool(r.get("success")) for r in repeats]
-    n = len(repeats)
+def repeat_scores(repeat: dict, n_items: int) -> tuple[int, float, int]:
+    """(grammar_k, steps_k, whole_k) of one repeat: all 0 when it raised, else 1, the share of items held and whether
+    all of them held."""
+    if repeat.get("status") != CLEAN:
+        return 0, 0.0, 0
+    held = [bool(i["ok"]) for i in repeat.get("items") or []]
+    if n_items and len(held) != n_items:
+        raise ValueError(f"a repeat reports {len(held)} item result(s), the task has {n_items}")
+    return 1, (sum(held) / len(held) if held else 0.0), int(bool(held) and all(held))
+
+
+def task_metrics(result: dict | None, n_items: int, repeats: int | None = None) -> dict:
+    """The four metrics of one task from a runner's result (``None``: no runner could run it).
+
+    ``repeats``: how many repeats were asked for (the denominator); None = as many as the result holds."""
+    ran = list((result or {}).get("repeats") or []) if (result or {}).get("ok") else []
+    n = max(repeats if repeats is not None else len(ran), len(ran))
+    scores = [repeat_scores(r, n_items) for r in ran]
+    statuses = Counter(r["status"] for r in ran)
+    if n > len(ran):
+        statuses["not_run"] = n - len(ran)
+    error = None
+    if not (result or {}).get("ok"):
+        error = (result or {}).get("error") or "not run"
     return {
-        "grammar_correct": policy_ok and n > 0 and all(r["status"] in GRAMMATICAL for r in repeats),
-        "semantic_correct": any(wins),
-        "finished_steps_ratio": round(sum(steps) / n, 4) if n else 0.0,
-        "finished_whole_task": round(sum(wins) / n, 4) if n else 0.0,
+        "grammar_correct": any(g for g, _, _ in scores),
+        "semantic_correct": any(w for _, _, w in scores),
+        "finished_steps_ratio": round(sum(s for _, s, _ in scores) / n, 4) if n else 0.0,
+        "finished_whole_task": round(sum(w for _, _, w in scores) / n, 4) if n else 0.0,
         "repeats": n,
+        "repeats_run": len(ran),
         "statuses": dict(sorted(statuses.items())),
-        "mean_repeat_wall_s": round(sum(r["wall_s"] for r in repeats) / n, 4) if n else None,
-        "error": None,
+        "error": error,
     }
 
 
 def summary(per_task: dict[str, dict]) -> dict:
-    """Means over the tasks that ran (booleans count as 0/1)."""
-    ran = [m for m in per_task.values() if m["grammar_correct"] is not None]
-    out: dict[str, Any] = {"tasks": len(per_task), "tasks_run": len(ran)}
+    """Means over all tasks (booleans count as 0/1; a task that could not run counts 0, as in the public table)."""
+    tasks = list(per_task.values())
+    out: dict[str, Any] = {"tasks": len(tasks), "tasks_run": sum(bool(m.get("repeats_run")) for m in tasks)}
     for key in METRICS:
-        out[key] = round(sum(float(m[key]) for m in ran) / len(ran), 4) if ran else None
+        out[key] = round(sum(float(m[key]) for m in tasks) / len(tasks), 4) if tasks else None
     return out
 
 
@@ -73,15 +93,62 @@ def _cell(value: Any) -> str:
     return f"{value:g}"
 
 
-def table2_markdown(per_model: dict[str, dict[str, dict]], task_ids: list[str], title: str = "") -> str:
-    """The paper's Table II layout: one block of four metric rows per model, one column per task."""
+@dataclass(frozen=True)
+class Table2Block:
+    """One block of Table II rows: who wrote the code, what it is, where the figures come from."""
+
+    name: str
+    kind: str
+    """"LLM", or what else wrote the code (a rule-based program is never shown as a model)."""
+    source: str
+    per_task: dict[str, dict]
+
+
+def table2_markdown(blocks: list[Table2Block], task_ids: list[str], title: str = "") -> str:
+    """The paper's Table II layout: one block of four metric rows per code writer (and source), one column per
+    task; the kind and source columns say what wrote the code and where the figures come from."""
     lines = []
     if title:
         lines += [title, ""]
-    lines.append("| LLM | metric | " + " | ".join(task_ids) + " |")
-    lines.append("| --- | --- | " + " | ".join("---" for _ in task_ids) + " |")
-    for model, per_task in per_model.items():
+    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids) + " |")
+    lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in task_ids) + " |")
+    for block in blocks:
         for i, key in enumerate(METRICS):
-            cells = [_cell(per_task.get(t, {}).get(key)) for t in task_ids]
-            lines.append(f"| {model if i == 0 else ''} | {METRIC_LABELS[key]} | " + " | ".join(cells) + " |")
+            cells = [_cell(block.per_task.get(t, {}).get(key)) for t in task_ids]
+            head = f"{block.name} | {block.kind} | {block.source}" if i == 0 else " |  | "
+            lines.append(f"| {head} | {METRIC_LABELS[key]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+PUBLISHED_FILE = Path(__file__).with_name("published_table2.yaml")
+
+
+def load_published(path: Path = PUBLISHED_FILE) -> tuple[list[Table2Block], dict]:
+    """The paper's published Table II (``published_table2.yaml``) as blocks labelled "published", and the file's
+    header fields (source, repeats)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise DataError(f"cannot read the published Table II {path}: {exc}.") from None
+    where = Path(path).name
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list) or not isinstance(data.get("models"),
+                                                                                              dict):
+        raise DataError(f"{where}: needs 'tasks' (a list) and 'models' (a mapping).")
+    tasks = [str(t) for t in data["tasks"]]
+    blocks = []
+    for model, metrics in data["models"].items():
+        if not isinstance(metrics, dict) or set(metrics) != set(METRICS):
+            raise DataError(f"{where}: models.{model} must give exactly {', '.join(METRICS)}.")
+        per_task: dict[str, dict] = {t: {} for t in tasks}
+        for key in METRICS:
+            values = metrics[key]
+            if not isinstance(values, list) or len(values) != len(tasks):
+                raise DataError(f"{where}: models.{model}.{key} must list {len(tasks)} values, one per task.")
+            for task, value in zip(tasks, values, strict=True):
+                boolean = key in ("grammar_correct", "semantic_correct")
+                if boolean != isinstance(value, bool) or not (boolean or 0 <= value <= 1):
+                    kind = "true/false" if boolean else "a number from 0 to 1"
+                    raise DataError(f"{where}: models.{model}.{key} for {task} must be {kind}, got {value!r}.")
+                per_task[task][key] = value
+        blocks.append(Table2Block(str(model), "LLM", f"published ({data.get('repeats', '?')} repeats)", per_task))
+    return blocks, {"source": data.get("source", ""), "repeats": data.get("repeats")}

@@ -6,7 +6,7 @@ Two studies per catalog object (objects and containers; cabinets are the furnitu
   at (0.40, 0.25). Success: it rests on the table within 5 cm of the target (item ``placed_at``).
 * ``drawer`` -- a three-drawer cabinet at (0.72, 0.0) facing the robot (its front within the arm's comfortable
   reach) and the object at (0.45, -0.40): open the middle drawer (``cabinet.drawer_1``) by its handle, then put the
-  object into it. Success: the drawer is open by at least 0.1 m and the object is in it (items ``joint_opened`` +
+  object into it. Success: the drawer is open by at least 0.15 m (0.75 x the 0.2 m pull) and the object is in it (items ``joint_opened`` +
   ``in_receptacle``). Objects whose footprint cannot fit the opened part of the drawer, or that are taller than the
   drawer, are reported as not applicable.
 
@@ -29,6 +29,11 @@ CABINET_AT = (0.72, 0.0)
 DRAWER_START = (0.45, -0.40)
 DRAWER = "cabinet.drawer_1"
 HANDLE = "cabinet.handle_1"
+PULL_M = 0.2
+"""How far DRAWER_CODE pulls the handle."""
+DRAWER_OPENED_M = round(0.75 * PULL_M, 4)
+"""The drawer counts as opened past 0.75 x the pull distance, the public drawer script's joint test
+(``instruct_to_policy/scripts/data/eval_drawer_pick_and_place.py``, l. 185-199)."""
 
 PICK_PLACE_CODE = """\
 # Pick the {phrase} up with a grasp suited to its shape and put it down at the target spot.
@@ -55,8 +60,8 @@ grasp(grasp_pose)
 close_gripper()
 attach_object('{handle}')
 handle_position = get_object_center_position('{handle}')
-joint_info = get_object_joint_info(obj_name='{drawer}', position=handle_position, type='prismatic')
-move_in_direction(joint_info['joint_axis'], distance=0.2)
+joint_info = get_object_joint_info(object_name='{drawer}', position=handle_position, type='prismatic')
+move_in_direction(joint_info['joint_axis'], distance={pull})
 open_gripper()
 detach_object('{handle}')
 reset_to_default_pose()
@@ -116,8 +121,8 @@ def drawer_trial(asset: Asset, cabinet: Asset, worlds: WorldsParams) -> Trial | 
     if min(sx, sy) > depth or max(sx, sy) > width or sz > height:
         return None
     obj = model_of(asset, asset.name, DRAWER_START, worlds.table.height, 0.0, "table", "on")
-    code = DRAWER_CODE.format(name=asset.name, phrase=asset.phrase, drawer=DRAWER, handle=HANDLE)
-    items = [{"type": "joint_opened", "part": DRAWER, "min_value": 0.1},
+    code = DRAWER_CODE.format(name=asset.name, phrase=asset.phrase, drawer=DRAWER, handle=HANDLE, pull=PULL_M)
+    items = [{"type": "joint_opened", "part": DRAWER, "min_value": DRAWER_OPENED_M},
              {"type": "in_receptacle", "object": asset.name, "receptacle": DRAWER}]
     return Trial("drawer", asset.name, _world(f"shape-drawer-{asset.name}", [*parts, obj], joints, worlds), code,
                  items)
@@ -160,8 +165,7 @@ def success_rate(result: dict) -> float | None:
     return round(sum(bool(r.get("success")) for r in repeats) / len(repeats), 4)
 
 
-def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, pool_info: dict,
-           wall_s: float) -> dict:
+def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams) -> dict:
     """reports/roboscript/shapes.json from the results by ``<study>/<asset>``: success per study and object, means,
     how each trial's repeats ended."""
     rates: dict[str, dict] = {}
@@ -172,8 +176,7 @@ def report(results: dict[str, dict], skipped: list[dict], ep: RobotEvalParams, p
                 for key, res in results.items()}
     return {"repeats": ep.shapes.repeats, "arm": ep.arm, "perception": ep.perception, "success": rates,
             "not_applicable": skipped, "statuses": statuses,
-            "mean": {s: round(sum(v or 0 for v in r.values()) / len(r), 4) for s, r in rates.items() if r},
-            "pool": pool_info, "wall_s": round(wall_s, 2)}
+            "mean": {s: round(sum(v or 0 for v in r.values()) / len(r), 4) for s, r in rates.items() if r}}
 
 
 def mlflow_metrics(report: dict) -> dict[str, float]:

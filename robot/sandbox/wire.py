@@ -1,0 +1,345 @@
+"""The wire format between the runner, the sandbox's fork server (zygote) and a child: JSON, one message per line
+(per packet on the zygote's control socket), each checked against a schema, with size caps. Never pickle: unpickling
+runs whatever an object's ``__reduce__`` names, in whoever unpickles it (the runner).
+
+Values (tool arguments and results)::
+
+    null | true | false | int (|x| < 2**63) | finite float | str | [v, ...] (list)
+    {"$f": "nan" | "inf" | "-inf"}               a non-finite float (JSON has none)
+    {"$t": [v, ...]}                              tuple
+    {"$set": [v, ...]}                            set
+    {"$d": [[k, v], ...]}                         dict (keys: str, int, float, bool, None or tuples of those)
+    {"$nd": [dtype, [shape...], [flat...]]}       numpy array, dtype "f8" | "i8" | "b1" | "U"
+    {"$ns": [dtype, x]}                           numpy scalar of those dtypes
+    {"$v": [type name, {field: v, ...}]}          a value type of the tool API (tool_api.VALUE_TYPES), by its fields
+
+Messages (``t`` names the type; a missing, extra or mistyped field is a protocol violation)::
+
+    child  -> runner  call  {id, tool, args: [v], kwargs: {name: v}}
+                      print {text}
+                      error {kind: code|robot|memory|violation, text, line: int|null, ref: int|null}
+    runner -> child   start {code, tools: {name: [[param, ...], n_required]}, policy: {list name: [str]},
+                             max_stdout}
+                      result {id, value}      raise {id, exc, text}
+                      probe {code}            (tests only: a zygote started with allow_probe)
+    runner -> zygote  spawn {id, memory_mb, cpu_s}  (+ the child's two pipe ends by SCM_RIGHTS)      kill {id}
+    zygote -> runner  ready {pid, uid, isolation}   spawned {id}   exit {id, code: int|null, signal: int|null}
+                      spawn_failed {id, text}
+
+Nothing in a message decides how a repeat ends: the runner classifies it from its own bookkeeping and the child's
+exit status, which the zygote (running no untrusted code) reports (``robot/sandbox/host.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from robot.contract.tool_api import value_fields
+
+MAX_LINE = 1 << 20
+"""Longest message the runner accepts from a child (1 MiB); longer is a protocol violation."""
+MAX_TOTAL = 32 << 20
+"""Bytes a child may send in one repeat (32 MiB); more is a protocol violation."""
+MAX_TEXT = 2000
+"""Longest error text kept, in characters."""
+MAX_STDOUT = 4000
+"""Longest printed output kept per repeat, in characters."""
+MAX_DEPTH = 24
+MAX_ITEMS = 500_000
+MAX_INT = 1 << 63
+DTYPES = {"f8": "float64", "i8": "int64", "b1": "bool", "U": "str"}
+
+
+class ProtocolError(Exception):
+    """A message that does not follow the schema, or a value that cannot cross the boundary."""
+
+
+def clip(text: str, limit: int = MAX_TEXT) -> str:
+    """At most ``limit`` characters; control characters other than newline and tab become '?'."""
+    if len(text) > limit:
+        text = text[: limit - 14] + " ... (clipped)"
+    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+
+
+# ---------------------------------------------------------------------------------------------------------- values
+
+
+class Codec:
+    """Turns values into their JSON form and back; the tool API's value types travel by their fields
+    (``tool_api.value_fields``).
+
+    Anything else -- a function, a module, an arbitrary object -- cannot be encoded (:class:`ProtocolError`)."""
+
+    def __init__(self, value_types: tuple[type, ...]):
+        self.names: dict[type, str] = {}
+        self.types: dict[str, type] = {}
+        self.fields: dict[type, tuple[str, ...]] = {}
+        for cls in value_types:
+            fields = value_fields(cls)
+            if not fields:
+                raise TypeError(f"value type {cls.__name__} must declare its fields (a dataclass, or __slots__) to "
+                                "cross the sandbox boundary")
+            self.names[cls] = cls.__name__
+            self.types[cls.__name__] = cls
+            self.fields[cls] = fields
+
+    # -------------------------------------------------------------------------------------------- encode
+
+    def encode(self, value: Any) -> Any:
+        return self._enc(value, 0, _Budget())
+
+    def _enc(self, v: Any, depth: int, budget: _Budget) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError("value nested too deeply")
+        budget.take()
+        cls = type(v)
+        if v is None or cls is bool or cls is str:
+            return v
+        if cls is int:
+            if not -MAX_INT < v < MAX_INT:
+                raise ProtocolError("integer out of range")
+            return v
+        if cls is float:
+            return v if math.isfinite(v) else {"$f": repr(v)}
+        if cls is list:
+            return [self._enc(x, depth + 1, budget) for x in v]
+        if cls is tuple:
+            return {"$t": [self._enc(x, depth + 1, budget) for x in v]}
+        if cls in (set, frozenset):
+            return {"$set": [self._enc(x, depth + 1, budget) for x in v]}
+        if cls is dict:
+            return {"$d": [[self._enc(k, depth + 1, budget), self._enc(x, depth + 1, budget)] for k, x in v.items()]}
+        if cls in self.names:
+            return {"$v": [self.names[cls], {f: self._enc(getattr(v, f), depth + 1, budget) for f in self.fields[cls]}]}
+        import numpy as np  # only here: the schema itself imports without numpy
+
+        if isinstance(v, np.generic):
+            code = _dtype_code(v.dtype)
+            return {"$ns": [code, _plain_scalar(v.item(), code)]}
+        if isinstance(v, np.ndarray):
+            code = _dtype_code(v.dtype)
+            budget.take(int(v.size))
+            flat = [_plain_scalar(x, code) for x in v.reshape(-1).tolist()]
+            return {"$nd": [code, list(v.shape), flat]}
+        raise ProtocolError(f"a value of type {cls.__name__} cannot be sent to the robot")
+
+    # -------------------------------------------------------------------------------------------- decode
+
+    def decode(self, data: Any) -> Any:
+        return self._dec(data, 0, _Budget())
+
+    def _dec(self, d: Any, depth: int, budget: _Budget) -> Any:
+        if depth > MAX_DEPTH:
+            raise ProtocolError("value nested too deeply")
+        budget.take()
+        cls = type(d)
+        if d is None or cls in (bool, str, float):
+            return d
+        if cls is int:
+            if not -MAX_INT < d < MAX_INT:
+                raise ProtocolError("integer out of range")
+            return d
+        if cls is list:
+            return [self._dec(x, depth + 1, budget) for x in d]
+        _need(cls is dict and len(d) == 1, "a JSON object in a value must have exactly one tag")
+        (tag, body), = d.items()
+        if tag == "$f":
+            _need(body in _NONFINITE, "bad non-finite float")
+            return _NONFINITE[body]
+        if tag in ("$t", "$set"):
+            _need(type(body) is list, f"{tag} needs a list")
+            items = [self._dec(x, depth + 1, budget) for x in body]
+            if tag == "$t":
+                return tuple(items)
+            _need(all(_hashable(x) for x in items), "a set holds str, numbers, bool, None or tuples of them")
+            return set(items)
+        if tag == "$d":
+            _need(type(body) is list, "$d needs a list of pairs")
+            out = {}
+            for pair in body:
+                _need(type(pair) is list and len(pair) == 2, "$d needs a list of pairs")
+                key = self._dec(pair[0], depth + 1, budget)
+                _need(_hashable(key), "a dict key must be a str, number, bool, None or a tuple of them")
+                out[key] = self._dec(pair[1], depth + 1, budget)
+            return out
+        if tag == "$nd":
+            return self._array(body, budget)
+        if tag == "$ns":
+            _need(type(body) is list and len(body) == 2 and body[0] in DTYPES, "bad $ns")
+            import numpy as np
+
+            value = self._dec(body[1], depth + 1, budget)
+            _need(type(value) in _KINDS[body[0]], "$ns value of the wrong type")
+            return np.array(value, dtype=DTYPES[body[0]])[()]
+        if tag == "$v":
+            _need(type(body) is list and len(body) == 2 and body[0] in self.types and type(body[1]) is dict,
+                  "bad $v (an unknown value type?)")
+            target = self.types[body[0]]
+            _need(set(body[1]) == set(self.fields[target]), f"the fields of a {body[0]} are {self.fields[target]}")
+            fields = {k: self._dec(v, depth + 1, budget) for k, v in body[1].items()}
+            try:
+                return target(**fields)
+            except Exception as exc:  # noqa: BLE001 - a value type's own validation
+                raise ProtocolError(f"bad {body[0]}: {str(exc)[:200]}") from None
+        raise ProtocolError(f"unknown value tag {str(tag)[:20]!r}")
+
+    def _array(self, body: Any, budget: _Budget) -> Any:
+        _need(type(body) is list and len(body) == 3 and body[0] in DTYPES and type(body[1]) is list
+              and type(body[2]) is list, "bad $nd")
+        shape = body[1]
+        _need(len(shape) <= 8 and all(type(n) is int and 0 <= n <= MAX_ITEMS for n in shape), "bad $nd shape")
+        size = math.prod(shape)
+        _need(size == len(body[2]) and size <= MAX_ITEMS, "$nd data does not match its shape")
+        budget.take(size)
+        code = body[0]
+        flat = body[2]
+        if code == "f8":
+            flat = [_NONFINITE[x["$f"]] if type(x) is dict and len(x) == 1 and x.get("$f") in _NONFINITE else x
+                    for x in flat]
+        _need(all(type(x) in _KINDS[code] for x in flat), "$nd data of the wrong type")
+        import numpy as np
+
+        return np.array(flat, dtype=DTYPES[code]).reshape(shape)
+
+
+class _Budget:
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items = 0
+
+    def take(self, n: int = 1) -> None:
+        self.items += n
+        if self.items > MAX_ITEMS:
+            raise ProtocolError(f"value too large (more than {MAX_ITEMS} items)")
+
+
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+_KINDS: dict[str, tuple[type, ...]] = {"f8": (int, float), "i8": (int,), "b1": (bool,), "U": (str,)}
+
+
+def _dtype_code(dtype: Any) -> str:
+    code = {"f": "f8", "i": "i8", "u": "i8", "b": "b1", "U": "U"}.get(dtype.kind)
+    if code is None:
+        raise ProtocolError(f"numpy values of dtype {dtype} cannot be sent to the robot")
+    return code
+
+
+def _plain_scalar(x: Any, code: str) -> Any:
+    if code == "f8":
+        x = float(x)
+        return x if math.isfinite(x) else {"$f": repr(x)}
+    if code == "i8":
+        x = int(x)
+        if not -MAX_INT < x < MAX_INT:
+            raise ProtocolError("integer out of range")
+        return x
+    return bool(x) if code == "b1" else str(x)
+
+
+def _hashable(k: Any) -> bool:
+    if k is None or type(k) in (str, int, float, bool):
+        return True
+    return type(k) is tuple and all(_hashable(x) for x in k)
+
+
+def _need(ok: bool, why: str) -> None:
+    if not ok:
+        raise ProtocolError(why)
+
+
+# -------------------------------------------------------------------------------------------------------- messages
+
+_INT = (int,)
+_OPT_INT = (int, type(None))
+_STR = (str,)
+_ANY = (object,)
+
+SCHEMAS: dict[str, dict[str, dict[str, tuple[type, ...]]]] = {
+    "child": {
+        "call": {"id": _INT, "tool": _STR, "args": (list,), "kwargs": (dict,)},
+        "print": {"text": _STR},
+        "error": {"kind": _STR, "text": _STR, "line": _OPT_INT, "ref": _OPT_INT},
+    },
+    "runner": {
+        "start": {"code": _STR, "tools": (dict,), "policy": (dict,), "max_stdout": _INT},
+        "result": {"id": _INT, "value": _ANY},
+        "raise": {"id": _INT, "exc": _STR, "text": _STR},
+        "probe": {"code": _STR},
+    },
+    "host": {
+        "spawn": {"id": _INT, "memory_mb": _INT, "cpu_s": (int, float)},
+        "kill": {"id": _INT},
+    },
+    "zygote": {
+        "ready": {"pid": _INT, "uid": _INT, "isolation": _STR},
+        "spawned": {"id": _INT},
+        "exit": {"id": _INT, "code": _OPT_INT, "signal": _OPT_INT},
+        "spawn_failed": {"id": _INT, "text": _STR},
+    },
+}
+ERROR_KINDS = ("code", "robot", "memory", "violation")
+
+
+def dumps(message: dict) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode() + b"\n"
+
+
+def loads(line: bytes, sender: str, max_line: int = MAX_LINE) -> dict:
+    """Parse and check one message from ``sender`` (a key of :data:`SCHEMAS`); :class:`ProtocolError` for anything
+    that sender may not send."""
+    if len(line) > max_line:
+        raise ProtocolError("message too long")
+    try:
+        msg = json.loads(line, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"not JSON: {str(exc)[:100]}") from None
+    if type(msg) is not dict or type(msg.get("t")) is not str:
+        raise ProtocolError("a message is a JSON object with a string 't'")
+    schema = SCHEMAS[sender].get(msg["t"])
+    if schema is None:
+        raise ProtocolError(f"{sender} may not send a {msg['t'][:40]!r} message")
+    if set(msg) != {"t", *schema}:
+        raise ProtocolError(f"the fields of {msg['t']!r} must be exactly {sorted(schema)}")
+    for key, kinds in schema.items():
+        value = msg[key]
+        if object not in kinds and (type(value) not in kinds or (type(value) is bool and bool not in kinds)):
+            raise ProtocolError(f"field {key!r} of {msg['t']!r} has the wrong type")
+    if msg["t"] == "error" and msg["kind"] not in ERROR_KINDS:
+        raise ProtocolError("unknown error kind")
+    return msg
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class LineReader:
+    """Splits a byte stream into lines within the caps; :class:`ProtocolError` on overflow."""
+
+    def __init__(self, max_line: int = MAX_LINE, max_total: int = MAX_TOTAL):
+        self.buffer = bytearray()
+        self.total = 0
+        self.max_line = max_line
+        self.max_total = max_total
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self.total += len(data)
+        if self.total > self.max_total:
+            raise ProtocolError(f"more than {self.max_total} bytes from the child")
+        self.buffer += data
+        lines = []
+        while True:
+            cut = self.buffer.find(b"\n")
+            if cut < 0:
+                break
+            if cut > self.max_line:
+                raise ProtocolError("message too long")
+            lines.append(bytes(self.buffer[:cut]))
+            del self.buffer[:cut + 1]
+        if len(self.buffer) > self.max_line:
+            raise ProtocolError("message too long")
+        return lines
+

@@ -1,0 +1,138 @@
+"""The success checks and the four Table II metrics, as the public RoboScript evaluator defines them
+(evaluator.py check_relation_on / check_relation_in / check_object_position; print_table.py's aggregation):
+thresholds, strictness, what a raised repeat and a repeat that never ran count."""
+
+from __future__ import annotations
+
+import pytest
+
+from robot.contract.geometry import Box
+from robot.contract.items import EvalItem, TabletopState, check_item
+from tasks.roboscript.eval.scoring import repeat_scores, summary, task_metrics
+
+PLATE = Box(0.0, 0.0, 0.75, 0.20, 0.20, 0.77)
+BASKET = Box(0.0, 0.0, 0.75, 0.30, 0.20, 0.90)
+
+
+def _check(item: EvalItem, boxes: dict[str, Box], start: dict[str, Box] | None = None):
+    return check_item(item, TabletopState(boxes), TabletopState(start or boxes))
+
+
+def _cube(x: float, y: float, z: float, side: float = 0.1) -> Box:
+    return Box(x, y, z, x + side, y + side, z + side)
+
+
+# ------------------------------------------------------------------------------------------------ on
+
+
+@pytest.mark.parametrize(("x0", "holds"), [
+    (0.05, True),    # the whole footprint over the plate
+    (0.11, True),    # 0.09 of 0.10 over the plate: 0.9 > 0.8
+    (0.125, False),  # 0.75 over the plate
+    (0.15, False),   # half over the plate: the project's old 0.5 rule would have passed this
+])
+def test_on_needs_more_than_80_percent_of_the_footprint_over_the_receptacle(x0, holds):
+    result = _check(EvalItem("on_receptacle", "cup", "plate"), {"cup": _cube(x0, 0.05, 0.77), "plate": PLATE})
+    assert result.ok is holds, result.detail
+    assert "footprint overlap" in result.detail
+
+
+def test_the_thresholds_are_strict():
+    """Exactly 0.8 (dyadic numbers, so no rounding) is not more than 0.8; exactly the tolerance is not below it."""
+    plate, cup = Box(0.0, 0.0, 0.0, 1.0, 1.0, 0.5), Box(0.5, 0.0, 0.5, 1.125, 0.625, 1.0)
+    assert cup.xy_overlap_ratio(plate) == 0.8
+    assert not _check(EvalItem("on_receptacle", "cup", "plate"), {"cup": cup, "plate": plate}).ok
+    basket, box = Box(0.0, 0.0, 0.0, 1.0, 1.0, 1.0), Box(0.0, 0.0, 0.5, 0.5, 0.5, 1.125)
+    assert box.volume_overlap_ratio(basket) == 0.8
+    assert not _check(EvalItem("in_receptacle", "box", "basket"), {"box": box, "basket": basket}).ok
+    start = {"a": Box(0.0, 0.0, 0.0, 0.25, 0.25, 0.25), "b": Box(0.5, 0.0, 0.0, 0.75, 0.25, 0.25)}
+    moved = dict(start, a=Box(0.625, 0.0, 0.0, 0.875, 0.25, 0.25))
+    assert not _check(EvalItem("near_start", "a", of="b", tolerance=0.125), moved, start).ok
+    assert _check(EvalItem("near_start", "a", of="b", tolerance=0.126), moved, start).ok
+
+
+def test_on_only_asks_that_the_top_is_above_the_receptacles_bottom():
+    item = EvalItem("on_receptacle", "cup", "plate")
+    assert _check(item, {"cup": _cube(0.05, 0.05, 0.95), "plate": PLATE}).ok  # held 18 cm above: still "on"
+    assert not _check(item, {"cup": _cube(0.05, 0.05, 0.60), "plate": PLATE}).ok  # entirely below it
+
+
+# ------------------------------------------------------------------------------------------------ in
+
+
+@pytest.mark.parametrize(("z0", "holds"), [
+    (0.76, True),    # entirely inside the basket's box
+    (0.815, True),   # 0.085 of 0.10 inside: 0.85
+    (0.83, False),   # 0.07 of 0.10 inside
+    (0.85, False),   # half sticks out above the rim: no footprint-only rule
+])
+def test_in_needs_more_than_80_percent_of_the_volume_inside(z0, holds):
+    result = _check(EvalItem("in_receptacle", "box", "basket"), {"box": _cube(0.1, 0.05, z0), "basket": BASKET})
+    assert result.ok is holds, result.detail
+    assert "volume inside" in result.detail
+
+
+def test_in_fails_beside_the_receptacle_whatever_the_height():
+    assert not _check(EvalItem("in_receptacle", "box", "basket"),
+                      {"box": _cube(0.25, 0.05, 0.76), "basket": BASKET}).ok  # half of it beside the basket
+
+
+# ------------------------------------------------------------------------------------------------ position
+
+
+@pytest.mark.parametrize(("dx", "dz", "holds"), [
+    (0.0, 0.0, True),
+    (0.09, 0.0, True),
+    (0.07, 0.08, False),  # 0.106 m in 3-D: the height counts, not only the horizontal distance
+    (0.12, 0.0, False),
+])
+def test_position_is_the_3d_distance_to_where_the_other_object_started(dx, dz, holds):
+    start = {"apple": _cube(0.5, 0.3, 0.75), "banana": _cube(0.5, -0.3, 0.75)}
+    now = dict(start, apple=_cube(0.5 + dx, -0.3, 0.75 + dz))
+    result = _check(EvalItem("near_start", "apple", of="banana"), now, start)
+    assert result.ok is holds, result.detail
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+
+
+def _repeat(status: str, items: list[bool], wall: float = 1.0) -> dict:
+    return {"status": status, "items": [{"ok": ok} for ok in items], "success": all(items), "wall_s": wall}
+
+
+def _result(*repeats: dict) -> dict:
+    return {"ok": True, "repeats": list(repeats)}
+
+
+def test_a_repeat_that_raised_counts_zero_even_for_the_steps_it_finished():
+    assert repeat_scores(_repeat("ok", [True, False]), 2) == (1, 0.5, 0)
+    assert repeat_scores(_repeat("code_error", [True, True]), 2) == (0, 0.0, 0)
+    assert repeat_scores(_repeat("robot_error", [True, False]), 2) == (0, 0.0, 0)  # a failed motion raised
+
+
+def test_grammar_is_any_clean_repeat_and_the_ratios_divide_by_the_repeats_asked_for():
+    result = _result(_repeat("code_error", [True, False]), _repeat("ok", [True, False]),
+                     _repeat("ok", [True, True]), _repeat("timeout", [False, False]))
+    metrics = task_metrics(result, 2, repeats=5)  # one repeat never ran
+    assert metrics["grammar_correct"] is True and metrics["semantic_correct"] is True
+    assert metrics["finished_steps_ratio"] == pytest.approx((0.5 + 1.0) / 5)
+    assert metrics["finished_whole_task"] == pytest.approx(1 / 5)
+    assert metrics["statuses"] == {"code_error": 1, "not_run": 1, "ok": 2, "timeout": 1}
+    assert metrics["repeats"] == 5 and metrics["repeats_run"] == 4
+
+
+def test_no_clean_repeat_means_not_grammatical_and_a_task_nobody_ran_scores_zero():
+    failing = task_metrics(_result(_repeat("robot_error", [True]), _repeat("refused", [False])), 1, repeats=2)
+    assert failing["grammar_correct"] is False and failing["finished_steps_ratio"] == 0.0
+    ran_clean = task_metrics(_result(_repeat("ok", [False]), _repeat("ok", [False])), 1)
+    assert ran_clean["grammar_correct"] is True and ran_clean["semantic_correct"] is False
+    missing = task_metrics({"ok": False, "error": "every runner died"}, 1, repeats=10)
+    assert missing["grammar_correct"] is False and missing["finished_whole_task"] == 0.0
+    assert missing["error"] == "every runner died" and missing["statuses"] == {"not_run": 10}
+    table = summary({"a": ran_clean, "b": missing})
+    assert table["grammar_correct"] == 0.5 and table["tasks"] == 2 and table["tasks_run"] == 1
+
+
+def test_a_repeat_with_the_wrong_number_of_items_is_an_error():
+    with pytest.raises(ValueError, match="1 item result"):
+        repeat_scores(_repeat("ok", [True]), 2)
