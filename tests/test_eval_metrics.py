@@ -253,6 +253,32 @@ def test_look_needs_the_object_found_the_lamp_on_and_the_object_in_hand_where_th
     assert (goals.subgoals(done, {"book 1"}), goals.conditions(done)) == (3, 2)
 
 
+def test_a_second_receptacle_counts_like_the_first():
+    """ALFWorld's games put some objects in two receptacles (a mug in the coffee machine and on the countertop);
+    the state keeps the first by name in ``placements`` and the others in ``also_in``. The game's goal
+    (``inReceptacle ?o ?r``) holds for any of them, so the counts must too -- else the oracle wins a game whose
+    conditions read unmet."""
+    recs = [Receptacle("coffeemachine 1", "CoffeeMachine", "loc_1", False),
+            Receptacle("countertop 1", "CounterTop", "loc_1", False), Receptacle("cabinet 1", "Cabinet", "loc_2", True),
+            Receptacle("sidetable 1", "SideTable", "loc_3", False), Receptacle("desk 1", "Desk", "loc_4", False)]
+    mugs = [Instance("mug 1", "Mug", "coffeemachine 1", also_in=("countertop 1",)), Instance("mug 2", "Mug", "cabinet 1")]
+    simple = _counter("pick_and_place_simple", "Mug", "CounterTop", recs, mugs)
+    start = WorldState(agent_at=None, holding=None, placements={"mug 1": "coffeemachine 1", "mug 2": "cabinet 1"},
+                       also_in={"mug 1": ["countertop 1"]})
+    assert simple.conditions(start) == 1 and simple.subgoals(start, set()) == 1
+    two = _counter("pick_two_obj_and_place", "Mug", "CounterTop", recs, mugs)
+    both = WorldState(agent_at=None, holding=None, placements={"mug 1": "coffeemachine 1", "mug 2": "countertop 1"},
+                      also_in={"mug 1": ["countertop 1"]})
+    assert (two.subgoals(both, {"mug 2"}), two.conditions(both)) == (4, 2)
+    lamp = [Instance("desklamp 1", "DeskLamp", "sidetable 1", also_in=("desk 1",)), Instance("mug 3", "Mug", "desk 1")]
+    look = _counter("look_at_obj_in_light", "Mug", "DeskLamp", recs, lamp)
+    at_desk = WorldState(agent_at="desk 1", holding="mug 3", placements={"desklamp 1": "desk 1"},
+                         also_in={"desklamp 1": ["sidetable 1"]}, toggled={"desklamp 1"})
+    at_side = WorldState(agent_at="sidetable 1", holding="mug 3", placements={"desklamp 1": "desk 1"},
+                         also_in={"desklamp 1": ["sidetable 1"]}, toggled={"desklamp 1"})
+    assert look.conditions(at_desk) == look.conditions(at_side) == 2
+
+
 def test_pick_and_place_is_found_and_placed():
     goals = _counter("pick_and_place_simple", "Potato", "DiningTable", KITCHEN, POTATOES)
     assert (goals.subgoals_total, goals.conditions_total) == (2, 1)

@@ -3,7 +3,9 @@ and the progress rate), both counted from the game state after every step.
 
 Objects are matched by *type*, as in ALFRED: any instance of the task's object type, any receptacle of the target
 type. With ``O`` = instances of the object type, ``R`` = receptacles of the target type and *held* = the instances of
-``O`` the agent has held at some step of the episode so far:
+``O`` the agent has held at some step of the episode so far. An object *lies in* every receptacle the game says it is
+in: ALFWorld's games put some in two (``WorldState.placements`` holds the first by name, ``also_in`` the others), and
+the game's goal holds for either:
 
 **Sub-goals (the paper, section 3.2, "Goal-Condition Success").** The paper's only worked example: "placing a
 heated potato on a table" has three sub-goals -- *finding* the potato, *heating* it, *placing* it on the table --
@@ -90,16 +92,24 @@ class GoalCounter:
     def subgoals_total(self) -> int:
         return SUBGOAL_TOTALS[self.task_type]
 
+    @staticmethod
+    def _inside(state: WorldState, obj: str) -> set[str]:
+        """Every receptacle ``obj`` lies in: ALFWorld's games put some objects in two (``WorldState.also_in``), and
+        the game's goal (``inReceptacle ?o ?r``) holds for any of them."""
+        first = state.placements.get(obj)
+        return ({first} if first else set()) | set(state.also_in.get(obj, ()))
+
     def _placed(self, state: WorldState) -> set[str]:
-        return {o for o in self.objects if state.placements.get(o) in self.targets}
+        return {o for o in self.objects if self._inside(state, o) & self.targets}
 
     def _most_in_one_target(self, state: WorldState) -> int:
-        return min(2, max((sum(state.placements.get(o) == r for o in self.objects) for r in self.targets), default=0))
+        return min(2, max((sum(r in self._inside(state, o) for o in self.objects) for r in self.targets), default=0))
 
     def _lit_here(self, state: WorldState) -> bool:
         here = self.location.get(state.agent_at) if state.agent_at else None
-        return here is not None and any(lamp in state.toggled and self.location.get(state.placements.get(lamp, ""))
-                                        == here for lamp in self.lamps)
+        return here is not None and any(lamp in state.toggled and here in {self.location.get(r) for r in
+                                                                            self._inside(state, lamp)}
+                                        for lamp in self.lamps)
 
     def _marked(self, state: WorldState) -> set[str]:
         return self.objects & getattr(state, _MARK[TASK_TYPES[self.task_type].state_predicate])
