@@ -26,8 +26,9 @@ What a row measures:
 * ``flow wall s``: the flow call, timed in the child after the stage's Prefect server has started and a warm-up
   flow has run: reading the episodes, starting the workers, every batch, the result files, reports and MLflow runs.
 * ``ag-ep/s``: agent-episodes (episodes x agents) / flow wall. ``play ag-ep/s``: the same over the playing phase
-  only (the flow's ``run.json``: from the first batch submitted to the last one collected).
-* per agent-episode, from the batches' timing files (``data/cache/muep-eval/timing``): ``load`` (building and
+  only (the stage's run facts, ``reports/timings/muep-eval.json``: from the first batch submitted to the last one
+  collected).
+* per agent-episode, from the run facts' batch timings: ``load`` (building and
   resetting the game on the worker's engine), ``game`` (TextWorld executing the actions, and the admissible
   commands), ``agent`` (the agent's reset and act), ``metrics`` (sub-goals and goal conditions after every state),
   ``other`` (the rest of the episode: observations, records). ``mlflow s``: logging the runs; ``write s``: the result
@@ -119,6 +120,7 @@ def child() -> None:
 
     from flows._runtime import configure_logging, shared_prefect_server
     from flows.muep_eval import muep_eval
+    from tasks import paths
     from tasks.muep import layout
     from tasks.params import load_params
 
@@ -137,9 +139,10 @@ def child() -> None:
         wall = time.perf_counter() - start
         sampler.stop.set()
         sampler.join()
-    work = getattr(layout, "EVAL_WORK", None)
-    timings = [json.loads(p.read_text()) for p in sorted(work.glob("timing/*.json"))] if work else []
-    run = json.loads((work / "run.json").read_text()) if work and (work / "run.json").exists() else {}
+    # where the time went: the stage's run facts (reports/timings/muep-eval.json), never its DVC outputs
+    facts_file = paths.REPORTS / "timings" / "muep-eval.json"
+    run = json.loads(facts_file.read_text()) if facts_file.exists() else {}
+    timings = list(run.pop("timings", {}).values())
     episodes = [e for t in timings for e in t["episodes"]]
     by_agent: dict[str, dict] = {}
     for e in episodes:

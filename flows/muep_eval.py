@@ -16,7 +16,6 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from core.errors import DataError, PipelineError
-from core.io import write_json
 from flows._imports import code_digest
 from flows._runtime import fan_out, main, task_runner
 from tasks import paths
@@ -52,10 +51,12 @@ SCHEDULING = {"agents", "splits", "episodes", "alfworld_episodes", "batch_size",
 
 @task(name="evaluate-batch", cache_policy=NO_CACHE)
 def evaluate_batch(batch: EvalBatch, settings: EvalSettings, work_dir: str) -> dict:
-    """Play the batch, then commit it to the work directory (from the worker: a kill after this keeps it)."""
+    """Play the batch, then commit it to the work directory (from the worker: a kill after this keeps it). Returns
+    where its time went (run facts: never in the work directory, the results or the reports)."""
     output = run_batch(batch, settings)
     EvalStore(Path(work_dir)).commit(batch, output)
-    return {"pid": output.pid, "max_rss_mb": output.max_rss_mb}
+    return {"pid": output.pid, "max_rss_mb": output.max_rss_mb, "announce_s": round(output.announce_s, 4),
+            "agents": sorted(label for _, label in batch.agents), "episodes": [asdict(t) for t in output.timings]}
 
 
 def _read(source: str, slog: StageLog) -> pd.DataFrame:
@@ -88,7 +89,7 @@ def _timing_summary(timings: list[dict]) -> str:
     n = len(rows)
     parts = {p: sum(r[f"{p}_s"] for r in rows) / n for p in ("load", "game", "agent", "metrics", "total")}
     rss = defaultdict(float)
-    for run in (r for t in timings for r in t["runs"]):
+    for run in timings:
         rss[run["pid"]] = max(rss[run["pid"]], run["max_rss_mb"])
     return (f"{n} agent-episodes timed: per agent-episode " + ", ".join(f"{p} {v:.3f} s" for p, v in parts.items())
             + f"; peak RSS per worker {statistics.median(rss.values()):.0f} MB median, {max(rss.values()):.0f} MB max")
@@ -135,14 +136,14 @@ def _evaluate(params_file: str | None = None) -> dict:
                  total - todo, todo, ev.task_runner, ev.workers)
         by_id = {b.batch_id: b for b in pending}
         clock["play"] = time.perf_counter()
-        _, failures = fan_out(evaluate_batch, {i: (b, settings, str(layout.EVAL_WORK)) for i, b in by_id.items()},
+        played, failures = fan_out(evaluate_batch, {i: (b, settings, str(layout.EVAL_WORK)) for i, b in by_id.items()},
                               STAGE, "agent-episodes", weight=lambda i: by_id[i].agent_episodes)
         if failures:
             raise PipelineError(f"{len(failures)} of {len(pending)} evaluation batches failed "
                                 f"({'; '.join(failures[:3])}).",
                                 hint="Finished batches are kept; rerun the stage to play only the missing ones.")
         clock["write"] = time.perf_counter()
-        timings = store.timings()
+        timings = [played[i] for i in sorted(played)]  # this run's batches only (a resumed run's others are not)
         log.info("[%s] %s", STAGE, _timing_summary(timings))
         timing_by = {(e["agent"], e["episode_id"]): e for t in timings for e in t["episodes"]}
 
@@ -181,12 +182,14 @@ def _evaluate(params_file: str | None = None) -> dict:
             slog.write(layout.REPORTS / f"eval_{name}.json", report)
             reports[name] = report["overall"]
         end = time.perf_counter()
-        # where this run's time went, beside the timings of its batches (never in the results or reports)
-        write_json(layout.EVAL_WORK / "run.json", {
-            "agent_episodes": total, "played": todo, "batches": len(batches), "played_batches": len(pending),
-            "workers": ev.workers, "task_runner": ev.task_runner, "batch_size": ev.batch_size,
-            "prepare_s": round(clock["play"] - clock["start"], 3), "play_s": round(clock["write"] - clock["play"], 3),
-            "write_s": round(end - clock["write"] - mlflow_s, 3), "mlflow_s": round(mlflow_s, 3)})
+        # where this run's time went (run facts: reports/timings/muep-eval.json, no DVC output)
+        slog.run_facts(
+            note="seconds and memory measured in this run's batches (batches finished by an earlier run are not in it)",
+            agent_episodes=total, played=todo, batches=len(batches), played_batches=len(pending),
+            workers=ev.workers, task_runner=ev.task_runner, batch_size=ev.batch_size,
+            prepare_s=round(clock["play"] - clock["start"], 3), play_s=round(clock["write"] - clock["play"], 3),
+            write_s=round(end - clock["write"] - mlflow_s, 3), mlflow_s=round(mlflow_s, 3),
+            timings={i: played[i] for i in sorted(played)})
         return reports
 
 

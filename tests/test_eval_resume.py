@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_eval_support import add_alfworld_games, build_dataset
+from test_eval_support import add_alfworld_games, build_dataset, timing_keys
 
 from tasks.muep.eval.harness import BatchOutput, EpisodeTiming, EvalBatch
 from tasks.muep.eval.records import EpisodeResult, EpisodeSpec
@@ -54,9 +54,10 @@ def test_the_store_keeps_parts_under_their_fingerprints(tmp_path):
                                                                        ("b00001", agents)]
     only_random = store.pending(batches)[0]
     store.commit(only_random, _output(only_random))
-    timing = json.loads((tmp_path / "timing" / "b00000.json").read_text())
-    assert sorted(e["agent"] for e in timing["episodes"]) == ["oracle", "oracle", "random", "random"]
-    assert len(timing["runs"]) == 2                  # oracle's earlier run and random's new one
+    # a DVC output: results and fingerprints only, no timings, pids or memory (those are run facts)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "manifest.json", "parts/oracle/b00000.jsonl", "parts/random/b00000.jsonl"]
+    assert not timing_keys([json.loads(line) for p in tmp_path.rglob("*.jsonl") for line in p.open()])
     # a new agent joins: the others' parts stay
     store = EvalStore(tmp_path, "c1", {"oracle": "o1", "random": "r2", "llm": "l1"})
     assert store.prepare() == {}
@@ -64,7 +65,7 @@ def test_the_store_keeps_parts_under_their_fingerprints(tmp_path):
     # other code, data or rules: everything goes
     store = EvalStore(tmp_path, "c2", {"oracle": "o1", "random": "r2"})
     assert store.prepare() == {"all": "code, episodes, data or rules changed"}
-    assert store.done("oracle") == set() and not (tmp_path / "timing" / "b00000.json").exists()
+    assert store.done("oracle") == set()
     with pytest.raises(Exception, match="b00000 was not played by oracle"):
         store.results("oracle", ["b00000"])
 
@@ -148,10 +149,23 @@ def test_a_killed_evaluation_resumes_and_ends_as_an_uninterrupted_one(tmp_path):
     assert progress and f"{24 - len(kept)}/{24 - len(kept)} agent-episodes" in progress[-1]   # progress and ETA
     assert all("agent-episodes/s" in line and " left" in line for line in progress)
 
-    for rel in ["reports/muep/eval_oracle.json", "reports/muep/eval_random.json",
-                *(f"data/muep/eval/{a}/{s}.jsonl" for a in ("oracle", "random")
-                  for s in ("seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"))]:
+    # every DVC output of the stage is the same bytes in two copies, killed and resumed or not (its work directory
+    # too); what the runs measured is in their run facts
+    outputs = ["reports/muep/eval_oracle.json", "reports/muep/eval_random.json",
+               *(p.relative_to(roots["clean"]).as_posix() for p in roots["clean"].glob("data/muep/eval/*/*.jsonl")),
+               *(p.relative_to(roots["clean"]).as_posix() for p in roots["clean"].glob("data/cache/muep-eval/**/*")
+                 if p.is_file())]
+    assert len(outputs) == 2 + 8 + 1 + 24, outputs   # reports, results, manifest, a part per agent-episode
+    for rel in outputs:
         assert (roots["killed"] / rel).read_bytes() == (roots["clean"] / rel).read_bytes(), rel
+    assert sorted(p.relative_to(roots["killed"]).as_posix() for p in roots["killed"].glob("data/cache/muep-eval/**/*")
+                  if p.is_file()) == sorted(r for r in outputs if r.startswith("data/cache/"))
+    for rel in outputs:
+        text = (roots["clean"] / rel).read_text()
+        docs = [json.loads(line) for line in text.splitlines()] if rel.endswith(".jsonl") else [json.loads(text)]
+        assert not timing_keys(docs), (rel, timing_keys(docs))
+    facts = json.loads((roots["clean"] / "reports/timings/muep-eval.json").read_text())
+    assert facts["played"] == 24 and sum(len(t["episodes"]) for t in facts["timings"].values()) == 24
     client = MlflowClient(f"sqlite:///{roots['killed'] / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("embp/muep-eval")
     runs = client.search_runs([experiment.experiment_id])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -119,3 +120,23 @@ def add_alfworld_games(root: Path, data: Dataset | None = None) -> pd.DataFrame:
     games = games.reset_index(drop=True)
     games.to_parquet(target / "episodes.parquet", index=False)
     return games
+
+
+#: Keys that say when, how long, or where a run happened: none may be in a DVC output of the evaluation.
+_TIMING = re.compile(r"(^|_|/)(s|ms|seconds|secs|time|timestamp|started|ended|wall|pid|host|hostname|rss|rss_mb|"
+                     r"duration|elapsed|cpu|cpu_s)$|(^|_|/)time(_|/)|_at$")
+
+
+def timing_keys(value, where: str = "") -> list[str]:
+    """The paths of keys in ``value`` (nested JSON) that name a time, a duration, a process or a host."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if _TIMING.search(str(key).lower()):
+                found.append(path)
+            found += timing_keys(item, path)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += timing_keys(item, f"{where}[{i}]")
+    return found

@@ -5,8 +5,9 @@ interrupted run, as the demonstrations' do.
   when the agent has played the whole batch: the part is the commit mark. A rerun plays only the (batch, agent)
   pairs without a part, so a killed evaluation (even ``kill -9``) resumes where it stopped and never reads half a
   batch.
-* ``timing/<batch>.json`` -- where each agent-episode's time went and the worker's peak memory. Timings differ from
-  run to run, so they live here and in MLflow, never in the results (``data/muep/eval``) or the reports.
+* no timings: the directory is a DVC output, so the same inputs must give the same bytes. Where an agent-episode's
+  time went and the workers' memory are run facts of the run that played it (``reports/timings/muep-eval.json``)
+  and MLflow metrics of its runs, never in the parts, the results (``data/muep/eval``) or the reports.
 * ``manifest.json`` -- the fingerprints the parts were made under: the *common* one (the code the stage runs, the
   episodes and their data, the batching, the rules every agent plays by) and one per agent (the agent's name and
   every parameter an agent can read). A changed common fingerprint discards every part; a changed agent
@@ -19,7 +20,6 @@ import hashlib
 import json
 import shutil
 from collections.abc import Iterable
-from dataclasses import asdict
 from pathlib import Path
 
 from core.errors import DataError
@@ -37,10 +37,11 @@ def fingerprint(*parts: object) -> str:
 
 
 def file_digest(paths: Iterable[Path]) -> str:
-    """One hash over the contents of files (in the order given), e.g. the code a stage runs or its input tables."""
+    """One hash over the contents of files (in the order given), e.g. the code a stage runs or its input tables, and
+    their names (not where the checkout is: the manifest holding it is a DVC output, the same in any copy)."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(str(path).encode() + b"\0")
+        digest.update(Path(path).name.encode() + b"\0")
         with open(path, "rb") as stream:
             for block in iter(lambda: stream.read(1 << 20), b""):
                 digest.update(block)
@@ -72,8 +73,7 @@ class EvalStore:
         if old.get("common") != self.common:
             if (self.root / "parts").exists() and any((self.root / "parts").iterdir()):
                 discarded["all"] = "code, episodes, data or rules changed"
-            for sub in ("parts", "timing"):
-                shutil.rmtree(self.root / sub, ignore_errors=True)
+            shutil.rmtree(self.root / "parts", ignore_errors=True)
             old = {}
         known = dict(old.get("agents", {}))
         for name, fp in self.agents.items():
@@ -82,10 +82,10 @@ class EvalStore:
                     discarded[name] = "its parameters changed"
                 shutil.rmtree(self.root / "parts" / name, ignore_errors=True)
             known[name] = fp
-        for sub in ("parts", "timing"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-            for stray in (self.root / sub).rglob(".*.tmp"):  # left by a writer killed mid-file
-                stray.unlink()
+        shutil.rmtree(self.root / "timing", ignore_errors=True)  # an older version kept run facts here
+        (self.root / "parts").mkdir(parents=True, exist_ok=True)
+        for stray in (self.root / "parts").rglob(".*.tmp"):  # left by a writer killed mid-file
+            stray.unlink()
         write_json(manifest, {"common": self.common, "agents": dict(sorted(known.items()))})
         return discarded
 
@@ -108,22 +108,8 @@ class EvalStore:
         return out
 
     def commit(self, batch: EvalBatch, output: BatchOutput) -> None:
-        """Write the batch's timing, then one part per agent (the commit marks), each atomically."""
-        labels = {label for _, label in batch.agents}
-        path = self.root / "timing" / f"{batch.batch_id}.json"
-        timing = {"batch": batch.batch_id, "runs": [], "episodes": []}
-        if path.exists():  # another agent played this batch earlier: keep its timings
-            try:
-                timing = json.loads(path.read_text(encoding="utf-8"))
-            except ValueError:
-                pass
-        kept = [r | {"agents": [a for a in r["agents"] if a not in labels]} for r in timing["runs"]]
-        timing["runs"] = [r for r in kept if r["agents"]] + [
-            {"pid": output.pid, "max_rss_mb": output.max_rss_mb, "announce_s": output.announce_s,
-             "agents": sorted(labels)}]
-        timing["episodes"] = [e for e in timing["episodes"] if e["agent"] not in labels] + [
-            asdict(t) for t in output.timings]
-        write_json(path, timing)
+        """Write one part per agent of the batch (the commit marks), each atomically. The output's timings are
+        not kept here: the flow reports them as run facts."""
         for name, label in batch.agents:
             lines = [json.dumps(r.to_json(), ensure_ascii=False) for r in output.results if r.agent == label]
             if len(lines) != len(batch.episodes):
@@ -148,14 +134,4 @@ class EvalStore:
             except (ValueError, TypeError) as exc:
                 raise DataError(f"{path} is not a results part of this version ({exc}).",
                                 hint=f"Delete {self.root} and rerun the stage.") from None
-        return out
-
-    def timings(self) -> list[dict]:
-        """Every batch's timing record (of the runs that made the current parts)."""
-        out = []
-        for path in sorted((self.root / "timing").glob("*.json")):
-            try:
-                out.append(json.loads(path.read_text(encoding="utf-8")))
-            except ValueError:
-                continue
         return out
