@@ -110,6 +110,11 @@ def _evaluate(params_file: str | None = None) -> dict:
             AGENTS.load(name).preflight(ev)
         caps = {s: ev.alfworld_episodes for s in ev.splits if SOURCES[s] == "alfworld"}
         specs = select(index, ev.splits, ev.episodes, ev.seed, caps)
+        too_long = [s.episode_id for s in specs if len(s.expert_actions) > ev.max_steps]
+        if too_long:  # the oracle cannot win them: SR < 1 says the cap, not the harness
+            log.warning("[%s] %d episode(s) need more actions than muep.eval.max_steps=%d (expert plan), e.g. %s: "
+                        "an agent that needs as many cannot win them", STAGE, len(too_long), ev.max_steps,
+                        too_long[0])
         examples = (few_shot_examples(layout.DEMOS, ev.openai.few_shot, ev.seed)
                     if "openai" in ev.agents and ev.openai.few_shot else {})
         context = AgentContext(seed=ev.seed, history_window=params.muep.sft.history_window, examples=examples)
