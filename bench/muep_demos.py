@@ -178,9 +178,34 @@ def _prepare_inputs(tmp: Path, profile: str | None) -> Path:
     return base / "data" / "muep"
 
 
-def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:
-    """The task ids of a paper-scale run's selection that belong to ``n_instances`` scene instances spread evenly
-    over the sorted scene names (all floorplans and room types), and a note comparing the two."""
+def stratified_instances(episodes, n_instances: int, strata: list[str]) -> list[str]:
+    """About ``n_instances`` scene instances whose episodes (rows of ``episodes``) hold each stratum (the values of
+    the ``strata`` columns, e.g. room type) in the same share as all of ``episodes``. Per stratum, instances are
+    taken evenly spread over its sorted names, as many as bring its episode count closest to its share of the
+    sample (mean episodes per instance x ``n_instances``); every stratum gets at least one."""
+    per_scene = episodes.groupby("scene").size()
+    target = n_instances * len(episodes) / len(per_scene)
+    picked: list[str] = []
+    for _, group in episodes.groupby(strata, sort=True):
+        names = sorted(group.scene.unique(), key=lambda name: (len(name), name))
+        want = target * len(group) / len(episodes)
+        best: tuple[float, list[str]] = (float("inf"), names[:1])
+        for m in range(1, len(names) + 1):
+            chosen = [names[i * len(names) // m] for i in range(m)]
+            gap = abs(sum(per_scene[c] for c in chosen) - want)
+            if gap < best[0]:
+                best = (gap, chosen)
+        picked += best[1]
+    return sorted(dict.fromkeys(picked))
+
+
+def shares(frame, column: str) -> str:
+    counts = frame[column].value_counts(normalize=True).sort_index()
+    return ", ".join(f"{k} {100 * v:.0f}%" for k, v in counts.items())
+
+
+def paper_selection(inputs: Path):
+    """The episodes a paper-scale run selects (stage 4's own selection, with their splits)."""
     from tasks.muep.demos import select_episodes
     from tasks.muep.generate import TaskRecord
     from tasks.muep.metadata import SceneRecord
@@ -190,14 +215,21 @@ def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:
     demos = load_params(inputs.parent.parent / "params.yaml").muep.demos
     accepted = read_table(inputs / "filter" / "accepted.parquet", TaskRecord)
     scenes = read_table(inputs / "metadata" / "scenes.parquet", SceneRecord)
-    selected = select_episodes(accepted, scenes, PAPER_EPISODES, demos.seed)
-    names = sorted(selected.scene.unique())
-    n = min(n_instances, len(names))
-    picked = [names[i * len(names) // n] for i in range(n)]
+    return select_episodes(accepted, scenes, PAPER_EPISODES, demos.seed), len(accepted)
+
+
+def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:
+    """The task ids of a paper-scale run's selection that belong to about ``n_instances`` scene instances, chosen per
+    room type so that the sample holds each room type's share of the episodes (a kitchen episode costs about twice
+    another room's), and a note comparing the sample with the paper-scale run."""
+    selected, accepted = paper_selection(inputs)
+    picked = stratified_instances(selected, n_instances, ["room_type"])
     sample = selected[selected.scene.isin(picked)]
-    note = (f"sample: {n} of {len(names)} scene instances of the paper-scale selection ({len(selected):,} of "
-            f"{len(accepted):,} accepted tasks), all {len(sample)} of their episodes: "
-            f"{len(sample) / n:.1f} episodes per scene instance (paper-scale run: {len(selected) / len(names):.1f})")
+    n, names = len(picked), selected.scene.nunique()
+    note = (f"sample: {n} of {names} scene instances of the paper-scale selection ({len(selected):,} of "
+            f"{accepted:,} accepted tasks), all {len(sample)} of their episodes: {len(sample) / n:.1f} episodes per "
+            f"scene instance (paper-scale run: {len(selected) / names:.1f}); episodes by room type: sample "
+            f"{shares(sample, 'room_type')}; paper-scale run {shares(selected, 'room_type')}")
     return sorted(sample.task_id), note
 
 
@@ -235,6 +267,7 @@ def _run(episodes: int | None, workers: int, runner: str, tmp: Path, inputs: Pat
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     result["process_wall"] = process_wall
     result["code"] = code_label(code)
+    result["root"] = str(root)
     return result
 
 

@@ -121,6 +121,18 @@ def code_files(module: str, root: Path | None = None) -> list[str]:
     return sorted(f for f in files if f not in ORCHESTRATION_ONLY)
 
 
+def code_digest(module: str, root: Path | None = None) -> str:
+    """A hash of the contents of :func:`code_files` of ``module``: what a stage's finished work was made with, so
+    that a resumed run does not reuse work of other code. ``root``: the code's checkout (default: this one's)."""
+    import hashlib
+
+    root = root or Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for name in code_files(module, root):
+        digest.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 @cache
 def _docstring_only(path: Path) -> bool:
     """A package ``__init__`` that holds only its docstring runs nothing that could change an output."""

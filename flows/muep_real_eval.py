@@ -131,7 +131,7 @@ def _evaluate(params_file: str | None = None) -> dict:
             for split in real.splits:
                 split_results = results[(row, split)]
                 row_results += split_results
-                path = write_results(layout.REAL_EVAL / row / f"{split}.jsonl", split_results, timings=False)
+                path = write_results(layout.REAL_EVAL / row / f"{split}.jsonl", split_results)
                 run_params, tags = run_fields("hf", info, ev, split, len(split_results), version, episodes_sha,
                                               grammar)
                 run_params |= {"action_selection": ev.hf.action_selection, "dtype": ev.hf.dtype, "row": row}

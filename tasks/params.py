@@ -273,15 +273,32 @@ class HFAgentParams(Strict):
     """torch threads in each worker process; null = torch's default."""
 
 
+EVAL_SPLITS = ("train", "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen")
+"""Splits an evaluation can play: the demonstrations' (``data/muep/demos``) and ALFWorld's 140 + 134 test games
+(``data/muep/alfworld``)."""
+
+
 class EvalParams(GameRunnerParams):
     agents: list[str] = ["oracle", "random"]
-    splits: list[Literal["train", "seen_test", "unseen_test"]] = ["seen_test", "unseen_test"]
+    splits: list[Literal["train", "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"]] = [
+        "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"]
     max_steps: Annotated[int, Field(ge=1, le=200)] = 30
-    max_invalid_streak: Annotated[int, Field(ge=1, le=200)] = 10
+    """The paper's cap: at most 30 actions per task (section 4.2)."""
+    loop_stop: bool = False
+    """End an episode as soon as it shows reasoning disorientation (A A or A B A B with the same feedback,
+    ``tasks.muep.eval.metrics.disoriented``), as MuEP's released test client stops looping agents."""
+    max_invalid_streak: Annotated[int, Field(ge=1, le=200)] | None = None
+    """End an episode after this many invalid actions in a row. Not a rule of the paper (it changes IS, LC and RDI
+    of weak agents); null = off. The leaderboard names it when a run used it."""
     episodes: Annotated[int, Field(ge=1)] | None = None
-    """Episodes per split (round-robin over task types); null = every 'ok' episode of the split."""
+    """Episodes per split of the demonstrations (round-robin over task types); null = every 'ok' episode."""
+    alfworld_episodes: Annotated[int, Field(ge=1)] | None = None
+    """Games per ALFWorld split at most (round-robin over task types, in a fixed order); null = every game the
+    ``muep-alfworld`` stage wrote (its ``muep.alfworld.games``: one per task type and split by default, all
+    140 / 134 at the paper profile)."""
     seed: int = 0
     batch_size: Annotated[int, Field(ge=1, le=10000)] = 4
+    """Episodes per Prefect task: consecutive episodes of the same scene instances, each played by every agent."""
     renderer: str = "schematic"
     render_size: Annotated[int, Field(ge=160, le=1024)] = 300
     openai: OpenAIAgentParams = OpenAIAgentParams()

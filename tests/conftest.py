@@ -17,6 +17,9 @@ os.environ["DVC_NO_ANALYTICS"] = "1"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 REPO = Path(__file__).resolve().parent.parent
+# Subprocesses (flows, `embp`, dvc's `python -m flows...`) run this checkout's code even when the environment's
+# editable install points at another checkout (a git worktree sharing a virtualenv).
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 
 #: The isolation the robot tests run generated code in (set in pytest_configure, printed in the run's header):
 #: bubblewrap where it can create namespaces, else `none` -- a CI container without namespaces still runs every

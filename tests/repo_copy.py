@@ -46,6 +46,9 @@ def copy_repo(work: Path, edit_params: Callable[[dict], None] | None = None,
         before_commit(work)
     bin_dir = str(Path(sys.executable).parent)
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
+                        # the copy's code, not whatever checkout the environment's editable install points at
+                        # (a console script such as `embp` does not put its cwd on sys.path)
+                        "PYTHONPATH": os.pathsep.join(filter(None, [str(work), os.environ.get("PYTHONPATH")])),
                         "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                         # Prefect gives its temporary server 20 s to start; a busy 2-core machine can need more.
                         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}

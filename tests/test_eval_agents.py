@@ -388,7 +388,10 @@ def _eval(**kw) -> dict:
     ({"agents": []}, "muep.eval.agents: lists no agent"),
     ({"agents": ["random", "random"]}, "muep.eval.agents: lists an agent twice"),
     ({"agents": ["hf"]}, "muep.eval: agents lists 'hf' but hf.model_path is null"),
-    ({"splits": ["test"]}, "muep.eval.splits[0]: Input should be 'train', 'seen_test' or 'unseen_test'"),
+    ({"splits": ["test"]}, "muep.eval.splits[0]: Input should be 'train', 'seen_test', 'unseen_test', "
+                           "'alfworld_seen' or 'alfworld_unseen'"),
+    ({"max_invalid_streak": 0}, "muep.eval.max_invalid_streak"),
+    ({"alfworld_episodes": 0}, "muep.eval.alfworld_episodes"),
     ({"task_runner": "threads"}, "muep.eval.task_runner: threads cannot roll out TextWorld games"),
     ({"max_steps": 0}, "muep.eval.max_steps"),
     ({"renderer": "photo"}, "muep.eval.renderer: unknown renderer 'photo'"),

@@ -1,6 +1,8 @@
 """Harness tests on real TextWorld games: the oracle wins every task type with every action valid, random is seeded
-and far below, misbehaving agents end as invalid actions within the caps, the heat-and-place partial credit comes
-out of the real game state, multimodal agents get the rendered image."""
+and far below, misbehaving agents end as invalid actions within the caps, only the paper's stop rules apply unless
+others are asked for, the loop stop ends an episode at the RDI rule's first loop, the heat-and-place partial credit
+comes out of the real game state, multimodal agents get the rendered image, and a batch plays every agent on one
+translation per scene instance with the same results as episodes played one by one."""
 
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import time
 import pytest
 from test_eval_support import build_dataset
 
+from tasks.muep.eval import env as eval_env
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
 from tasks.muep.eval.agents.base import Agent, AgentInfo
-from tasks.muep.eval.episodes import select
-from tasks.muep.eval.harness import EvalSettings, run_episode
-from tasks.muep.eval.metrics import episode_metrics, tally
+from tasks.muep.eval.episodes import make_batches, select
+from tasks.muep.eval.harness import EvalSettings, run_batch, run_episode
+from tasks.muep.eval.metrics import disoriented, episode_metrics, tally
 from tasks.muep.eval.records import Observation
 from tasks.params import EvalParams
 
@@ -61,10 +64,11 @@ def test_oracle_wins_every_task_type_with_every_action_valid(data, specs):
     results = [run_episode(spec, agent, "oracle", settings(data)) for spec in specs.values()]
     for r in results:
         assert r.success and r.end_reason == "won", (r.episode_id, r.steps[-1])
-        assert r.goals_met == r.goals_total > r.initial_goals_met, r.episode_id  # the counter agrees with the game
+        assert r.goals_met == r.goals_total > r.initial_goals_met, r.episode_id  # the counters agree with the game
+        assert r.conditions_met == r.conditions_total > r.initial_conditions_met, r.episode_id
         assert [s.action for s in r.steps] == list(specs[r.task_type].expert_actions)
     rates = tally(results).rates()
-    assert rates["sr"] == rates["lc"] == rates["gcs"] == rates["pr"] == 1.0
+    assert rates["sr"] == rates["lc"] == rates["gcs"] == rates["gcs_alfworld"] == rates["pr"] == 1.0
     assert rates["rdi"] is None  # no failed episode
 
 
@@ -103,6 +107,27 @@ def test_misbehaving_agents_become_invalid_actions_within_the_caps(data, specs, 
     assert m.disoriented  # the same answer under the same feedback, again and again
 
 
+def test_only_the_papers_stop_rules_apply_by_default(data, specs):
+    params = EvalParams()
+    assert (params.max_steps, params.loop_stop, params.max_invalid_streak) == (30, False, None)
+    r = run_episode(specs["pick_and_place_simple"], Scripted([], ""), "mute", settings(data))
+    assert r.end_reason == "max_steps" and len(r.steps) == 30 and not any(x.valid for x in r.steps)
+    assert episode_metrics(r).disoriented  # still counted for RDI: the same empty answer, the same feedback
+
+
+def test_the_loop_stop_ends_an_episode_at_the_first_loop(data, specs):
+    spec = specs["pick_and_place_simple"]
+    looping = run_episode(spec, Scripted(["look", "inventory", "look", "inventory"], "look"), "loop",
+                          settings(data, loop_stop=True))
+    assert looping.end_reason == "loop" and [x.action for x in looping.steps] == ["look", "inventory"] * 2
+    observations = [looping.initial_observation] + [x.observation for x in looping.steps]
+    assert disoriented(observations, [x.action for x in looping.steps])
+    assert not disoriented(observations[:-1], [x.action for x in looping.steps[:-1]])  # not one step earlier
+    expert = run_episode(spec, build_agent("oracle", EvalParams(), AgentContext()), "oracle",
+                         settings(data, loop_stop=True))
+    assert expert.end_reason == "won"  # a plan never loops
+
+
 def test_budget_exhaustion_ends_the_episode_without_an_action(data, specs):
     r = run_episode(specs["pick_and_place_simple"], Scripted(["look", AgentBudgetExhausted("cap")]), "capped",
                     settings(data))
@@ -119,14 +144,16 @@ def test_an_agent_that_cannot_start_fails_the_episode_only(data, specs):
     assert tally([r]).rates()["sr"] == 0.0 and tally([r]).rates()["lc"] is None
 
 
-def test_unheated_object_placed_in_a_heat_task_gets_one_third_from_the_real_game(data, specs):
+def test_unheated_object_placed_in_a_heat_task_gets_the_papers_two_thirds_from_the_real_game(data, specs):
     spec = specs["pick_heat_then_place_in_recep"]
     script = [a for a in spec.expert_actions if not a.startswith("heat ")]
     assert len(script) == len(spec.expert_actions) - 1
     r = run_episode(spec, Scripted(script), "no-heat", settings(data, max_steps=len(script)))
     assert all(x.valid for x in r.steps) and not r.success
-    assert (r.goals_met, r.goals_total) == (1, 3)  # in place; not heated; not "the same object heated and placed"
-    assert tally([r]).rates()["gcs"] == pytest.approx(1 / 3)
+    assert (r.goals_met, r.goals_total) == (2, 3)            # found, not heated, placed: the paper's 2/3
+    assert (r.conditions_met, r.conditions_total) == (1, 3)  # in place; not heated; not "the same object heated and placed"
+    rates = tally([r]).rates()
+    assert rates["gcs"] == pytest.approx(2 / 3) and rates["gcs_alfworld"] == pytest.approx(1 / 3)
 
 
 def test_the_agent_sees_task_history_admissible_commands_and_only_its_share(data, specs):
@@ -149,6 +176,30 @@ def test_a_multimodal_agent_gets_the_rendered_state(data, specs):
     assert all(o.image is not None and o.image[:8] == b"\x89PNG\r\n\x1a\n" for o in agent.seen)
 
 
+def test_a_batch_plays_every_agent_on_one_translation_per_scene_instance(data, specs, monkeypatch):
+    """Two agents, three episodes of two scene instances: each instance is translated once for all six games, and
+    the results equal the episodes played one by one."""
+    from tasks.muep.textworld_env import GameEngine
+
+    chosen = [specs["pick_and_place_simple"], specs["look_at_obj_in_light"], specs["pick_two_obj_and_place"]]
+    assert len({s.scene for s in chosen}) == 2
+    s = settings(data, max_steps=5)
+    batch, = make_batches(chosen, [("oracle", "oracle"), ("random", "random")], batch_size=4)
+    grouped = [chosen[0], chosen[2], chosen[1]]          # the episodes of a scene instance next to each other
+    assert batch.episodes == grouped
+    assert [(g[1], g[2]) for g in batch.scene_goals] == [(c.scene, c.task_type) for c in grouped]
+    games = GameEngine()
+    monkeypatch.setattr(eval_env, "_ENGINE", [games])
+    out = run_batch(batch, s)
+    assert games.translations == 2                      # one per scene instance, for 6 games
+    assert [(r.agent, r.episode_id) for r in out.results] == [(a, c.episode_id) for c in grouped
+                                                              for a in ("oracle", "random")]
+    assert len(out.timings) == 6 and all(t.total_s >= t.load_s + t.game_s for t in out.timings)
+    assert out.max_rss_mb > 0 and out.pid > 0
+    alone = [run_episode(c, build_agent(a, s.params, s.context), a, s) for c in grouped for a in ("oracle", "random")]
+    assert [r.to_json() for r in out.results] == [r.to_json() for r in alone]
+
+
 @pytest.mark.dvc
 @pytest.mark.textworld
 def test_oracle_scores_sr_1_on_the_default_pipelines_test_splits(default_data):
@@ -156,7 +207,8 @@ def test_oracle_scores_sr_1_on_the_default_pipelines_test_splits(default_data):
     from tasks.muep.demo_reader import read_index
 
     params = EvalParams()
-    specs = select(read_index(default_data / "data/muep/demos"), params.splits, params.episodes, params.seed)
+    specs = select(read_index(default_data / "data/muep/demos"), ["seen_test", "unseen_test"], params.episodes,
+                   params.seed)
     s = EvalSettings(metadata_dir=str(default_data / "data/muep/metadata"), params=params)
     agent = build_agent("oracle", params, s.context)
     results = [run_episode(spec, agent, "oracle", s) for spec in specs]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -101,3 +102,41 @@ def build_dataset() -> Dataset:
     (demos / "splits.json").write_text(json.dumps({s: [f"shards/{s}-00000.tar"] if s in batches else []
                                                    for s in ("train", "seen_test", "unseen_test")}))
     return Dataset(root, meta, demos, index)
+
+
+def add_alfworld_games(root: Path, data: Dataset | None = None) -> pd.DataFrame:
+    """Under ``root``, what the ``muep-alfworld`` stage writes (``tasks.muep.layout.ALFWORLD``), made from the
+    fixture's test episodes: their scene metadata as ``data/muep/alfworld/metadata`` and their rows, relabelled
+    ``alfworld_seen`` / ``alfworld_unseen`` with ids of their own and an ``initial_state`` column, as
+    ``data/muep/alfworld/episodes.parquet``. Returns that table."""
+    data = data or build_dataset()
+    target = root / "data/muep/alfworld"
+    shutil.copytree(data.metadata_dir, target / "metadata", dirs_exist_ok=True)
+    games = data.index[data.index.split.isin(["seen_test", "unseen_test"])].copy()
+    games["split"] = games.split.map({"seen_test": "alfworld_seen", "unseen_test": "alfworld_unseen"})
+    games["episode_id"] = "alfworld-" + games.episode_id
+    games["task_id"] = games.episode_id
+    games["initial_state"] = [f"valid/{e}/initial_state.pddl" for e in games.episode_id]
+    games = games.reset_index(drop=True)
+    games.to_parquet(target / "episodes.parquet", index=False)
+    return games
+
+
+#: Keys that say when, how long, or where a run happened: none may be in a DVC output of the evaluation.
+_TIMING = re.compile(r"(^|_|/)(s|ms|seconds|secs|time|timestamp|started|ended|wall|pid|host|hostname|rss|rss_mb|"
+                     r"duration|elapsed|cpu|cpu_s)$|(^|_|/)time(_|/)|_at$")
+
+
+def timing_keys(value, where: str = "") -> list[str]:
+    """The paths of keys in ``value`` (nested JSON) that name a time, a duration, a process or a host."""
+    found = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if _TIMING.search(str(key).lower()):
+                found.append(path)
+            found += timing_keys(item, path)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += timing_keys(item, f"{where}[{i}]")
+    return found

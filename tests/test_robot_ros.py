@@ -168,6 +168,7 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
     monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
     monkeypatch.setattr(layout, "EVAL_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(layout, "GOAL_RESULTS", tmp_path / "goals")
     summary = roboscript_eval.roboscript_eval(str(params_file))
     report = json.loads((tmp_path / "reports" / "eval.json").read_text())
     assert set(report["tasks"]) == {"Simple_0", "Hard_1", "Hard_2"}
@@ -187,6 +188,46 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     mlflow.set_tracking_uri(params["tracking"]["uri"])
     runs = mlflow.search_runs(experiment_names=["embp/roboscript-eval"])
     assert len(runs) == 1 and runs.iloc[0]["metrics.Simple_0.finished_whole_task"] == 1.0
+
+
+@pytest.mark.prefect
+def test_a_rerun_of_a_robot_flow_runs_only_the_goals_it_has_no_result_for(pool, tmp_path, monkeypatch, repo_root):
+    """What a killed run leaves is the result files of the goals that finished (each written when its goal ends):
+    the rerun runs only the others, and a goal whose settings changed runs again."""
+    from flows import roboscript_eval
+    from tasks.roboscript import layout
+
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    params["tracking"]["uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    params["roboscript"]["eval"] |= {"master_uri": pool.master_uri, "runner_namespaces": pool.namespaces,
+                                     "tasks": ["Simple_0", "Hard_1"], "repeats": 1}
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(layout, "EVAL_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(layout, "GOAL_RESULTS", tmp_path / "goals")
+    sent: list[str] = []
+    original = RunnerPool.run
+    monkeypatch.setattr(RunnerPool, "run", lambda self, request, *a, **k: sent.append(request["episode_id"])
+                        or original(self, request, *a, **k))
+
+    roboscript_eval.roboscript_eval(str(params_file))
+    first = json.loads((tmp_path / "reports" / "eval.json").read_text())
+    files = sorted((tmp_path / "goals" / "roboscript-eval").glob("*.json"))
+    assert sorted(sent) == ["Hard_1", "Simple_0"] and len(files) == 2
+    next(f for f in files if f.name.startswith("Hard_1")).unlink()   # killed before Hard_1 finished
+    sent.clear()
+    roboscript_eval.roboscript_eval(str(params_file))
+    assert sent == ["Hard_1"]
+    again = json.loads((tmp_path / "reports" / "eval.json").read_text())
+    assert again["tasks"]["Simple_0"] == first["tasks"]["Simple_0"]
+    sent.clear()
+    roboscript_eval.roboscript_eval(str(params_file))
+    assert sent == []                                                   # everything finished: nothing to run
+    params["roboscript"]["eval"]["repeats"] = 2                         # other goals: run again
+    params_file.write_text(yaml.safe_dump(params, sort_keys=False))
+    roboscript_eval.roboscript_eval(str(params_file))
+    assert sorted(sent) == ["Hard_1", "Simple_0"]
 
 
 def test_camera_topics_carry_the_frames_a_driver_publishes_into_the_pipeline(pool, simple_0, tmp_path):
@@ -237,6 +278,7 @@ def test_perception_ablation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(params, sort_keys=False))
     monkeypatch.setattr(layout, "REPORTS", tmp_path / "reports")
+    monkeypatch.setattr(layout, "GOAL_RESULTS", tmp_path / "goals")
     monkeypatch.setattr(layout, "TINY_DETECTOR", tmp_path / "tiny-owlvit")
     means = roboscript_perception.roboscript_perception(str(params_file))
     report = json.loads((tmp_path / "reports" / "perception.json").read_text())

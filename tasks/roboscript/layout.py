@@ -33,5 +33,7 @@ REAL_REPORTS = REPORTS / "real"
 """``generate.json`` (queries kept / rejected, code checks), ``eval.json`` + ``eval_details.json`` (Table I on the
 runners), ``table2.md``."""
 REAL_CACHE = paths.DATA / "cache" / "llm-real-roboscript"
+#: Finished goals of the robot flows, ``<stage>/<goal>.json`` (DVC ``persist`` outputs): a killed run resumes.
+GOAL_RESULTS = paths.DATA / "cache" / "roboscript-goals"
 #: The perception ablation's tiny random OWL-ViT checkpoint (tasks/roboscript/eval/tiny_detector.py), built on demand.
 TINY_DETECTOR = paths.DATA / "cache" / "tiny-owlvit"

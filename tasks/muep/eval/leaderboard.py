@@ -2,9 +2,13 @@
 agent for #Seen and #Unseen; Tables 2 and 4: per task type), as Markdown and as a static HTML page with bar charts
 (matplotlib PNGs embedded as base64).
 
-Which runs: for each (agent label, split), the newest finished run -- of the dataset version of the newest run
-overall, unless ``all_versions`` (then each label's newest run of any version). Overall figures are the splits'
-tallies added up, so they are exact, not averages of averages.
+Two test sets get their own main table: ALFWorld's 140 #Seen + 134 #Unseen test games (what the paper evaluates,
+splits ``alfworld_seen`` / ``alfworld_unseen``) and MuEP's generated test episodes (``seen_test`` / ``unseen_test``).
+
+Which runs: for each (agent label, split), the newest finished run -- of the newest data version of its dataset
+(among that dataset's runs), unless ``all_versions`` (then each label's newest run of any version). Overall figures
+are the splits' tallies added up, so they are exact, not averages of averages. The header names the stop rules the
+runs played by; an invalid-action streak stop (not in the paper) is named with the agents it applied to.
 """
 
 from __future__ import annotations
@@ -18,10 +22,19 @@ from tasks.muep.eval.metrics import Tally
 from tasks.muep.eval.runs import RunSummary
 from tasks.muep.vocab import TASK_TYPES
 
-SPLIT_NAMES = {"seen_test": "#Seen", "unseen_test": "#Unseen", "train": "#Train"}
-COLUMNS = (("sr", "SR"), ("is_success", "IS"), ("gcs", "GCS"), ("lc", "LC"), ("rdi", "RDI"))
+#: (title, dataset tag, its splits), in the order the tables come.
+TEST_SETS = (("ALFWorld's test games (the paper's test set; cf. Table 3)", "muep-alfworld",
+              ("alfworld_seen", "alfworld_unseen")),
+             ("MuEP's generated test episodes", "muep-demos", ("seen_test", "unseen_test", "train")))
+SPLIT_NAMES = {"alfworld_seen": "#Seen", "alfworld_unseen": "#Unseen", "seen_test": "#Seen", "unseen_test": "#Unseen",
+               "train": "#Train"}
+SPLIT_TITLES = {"alfworld_seen": "ALFWorld #Seen", "alfworld_unseen": "ALFWorld #Unseen",
+                "seen_test": "generated #Seen", "unseen_test": "generated #Unseen", "train": "generated #Train"}
+COLUMNS = (("sr", "SR"), ("is_success", "IS"), ("gcs", "GCS"), ("gcs_alfworld", "GCS-A"), ("lc", "LC"),
+           ("rdi", "RDI"))
 DETAIL = COLUMNS + (("is_all", "IS (all)"), ("pr", "PR"))
-PERCENT = {"sr", "gcs", "lc", "rdi", "pr"}
+PERCENT = {"sr", "gcs", "gcs_alfworld", "lc", "rdi", "pr"}
+_ORDER = [s for _, _, splits in TEST_SETS for s in splits]
 
 
 @dataclass
@@ -33,28 +46,43 @@ class Board:
     types: dict[tuple[str, str, str], Tally] = field(default_factory=dict)           # (label, split, type)
     runs: list[RunSummary] = field(default_factory=list)
 
-    def overall(self, label: str) -> Tally:
-        return sum((self.cells[(label, s)] for s in self.splits if (label, s) in self.cells), Tally())
+    def overall(self, label: str, splits: list[str] | tuple[str, ...] | None = None) -> Tally:
+        splits = self.splits if splits is None else splits
+        return sum((self.cells[(label, s)] for s in splits if (label, s) in self.cells), Tally())
+
+    def test_sets(self) -> list[tuple[str, list[str]]]:
+        """(title, splits present) of every test set with runs, then any split of no known test set."""
+        out = [(title, [s for s in splits if s in self.splits]) for title, _, splits in TEST_SETS]
+        other = [s for s in self.splits if s not in _ORDER]
+        return [t for t in out if t[1]] + ([("Other splits", other)] if other else [])
 
     def task_types(self) -> list[str]:
         present = {k[2] for k in self.types}
         return [t for t in TASK_TYPES if t in present] + sorted(present - set(TASK_TYPES))
 
-    def by_type(self, label: str, split: str | None, kind: str) -> Tally | None:
-        if split is not None:
-            return self.types.get((label, split, kind))
-        parts = [self.types[(label, s, kind)] for s in self.splits if (label, s, kind) in self.types]
+    def by_type(self, label: str, splits: list[str], kind: str) -> Tally | None:
+        parts = [self.types[(label, s, kind)] for s in splits if (label, s, kind) in self.types]
         return sum(parts, Tally()) if parts else None
+
+    def stop_rules(self) -> dict[str, list[str]]:
+        """Stop rules -> the agent labels whose chosen runs played by them."""
+        out: dict[str, set[str]] = {}
+        for r in self.runs:
+            out.setdefault(r.stop_rules or "unknown", set()).add(r.label)
+        return {rules: sorted(labels) for rules, labels in sorted(out.items())}
 
 
 def build(runs: list[RunSummary], all_versions: bool = False) -> Board:
     runs = sorted(runs, key=lambda r: r.start_time, reverse=True)
     if runs and not all_versions:
-        runs = [r for r in runs if r.dataset_version == runs[0].dataset_version]
+        newest: dict[str, str] = {}
+        for r in runs:
+            newest.setdefault(r.dataset, r.dataset_version)
+        runs = [r for r in runs if r.dataset_version == newest[r.dataset]]
     chosen: dict[tuple[str, str], RunSummary] = {}
     for r in runs:
         chosen.setdefault((r.label, r.split), r)
-    order = {s: i for i, s in enumerate(SPLIT_NAMES)}
+    order = {s: i for i, s in enumerate(_ORDER)}
     splits = sorted({s for _, s in chosen}, key=lambda s: (order.get(s, 99), s))
     board = Board(labels=[], splits=splits, dataset_versions=sorted({r.dataset_version for r in chosen.values()}),
                   runs=list(chosen.values()))
@@ -62,8 +90,9 @@ def build(runs: list[RunSummary], all_versions: bool = False) -> Board:
         board.cells[(label, split)] = r.total
         for kind, t in r.by_type.items():
             board.types[(label, split, kind)] = t
-    labels = {label for label, _ in chosen}
-    board.labels = sorted(labels, key=lambda lb: (-(board.overall(lb).rates()["sr"] or 0.0), lb))
+    first = board.test_sets()[0][1] if board.test_sets() else []
+    board.labels = sorted({label for label, _ in chosen},
+                          key=lambda lb: (-(board.overall(lb, first).rates()["sr"] or 0.0), lb))
     return board
 
 
@@ -78,40 +107,54 @@ def _type_label(kind: str) -> str:
 
 
 def tables(board: Board) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of every table, for both renderings."""
-    header = ["Agent"]
-    for s in board.splits:
-        header += [f"{SPLIT_NAMES.get(s, s)} {title}" for _, title in COLUMNS]
-    header += ["Overall SR", "Overall PR", "Episodes"]
-    main = []
-    for label in board.labels:
-        row = [label]
-        for s in board.splits:
-            rates = board.cells[(label, s)].rates() if (label, s) in board.cells else {}
-            row += [fmt(name, rates.get(name)) for name, _ in COLUMNS]
-        overall = board.overall(label)
-        row += [fmt("sr", overall.rates()["sr"]), fmt("pr", overall.rates()["pr"]), str(overall.episodes)]
-        main.append(row)
-    out = [("Main results (cf. the paper's Table 3)", header, main)]
-    detail_header = ["Agent", "Task type", "Episodes"] + [title for _, title in DETAIL]
-    for split in board.splits + [None]:
+    """(title, header, rows) of every table, for both renderings: per test set a main table, then per split (and per
+    test set, all its splits) the per-task-type table."""
+    out = []
+    for title, splits in board.test_sets():
+        header = ["Agent"]
+        for s in splits:
+            header += [f"{SPLIT_NAMES.get(s, s)} {name}" for _, name in COLUMNS]
+        header += ["Overall SR", "Overall PR", "Episodes"]
         rows = []
         for label in board.labels:
-            for kind in board.task_types():
-                t = board.by_type(label, split, kind)
-                if t is not None:
-                    rates = t.rates()
-                    rows.append([label, _type_label(kind), str(t.episodes)] + [fmt(n, rates[n]) for n, _ in DETAIL])
-        name = SPLIT_NAMES.get(split, split) if split else "all splits"
-        out.append((f"Per task type, {name} (cf. the paper's Tables 2 and 4)", detail_header, rows))
+            if not any((label, s) in board.cells for s in splits):
+                continue
+            row = [label]
+            for s in splits:
+                rates = board.cells[(label, s)].rates() if (label, s) in board.cells else {}
+                row += [fmt(name, rates.get(name)) for name, _ in COLUMNS]
+            overall = board.overall(label, splits).rates()
+            row += [fmt("sr", overall["sr"]), fmt("pr", overall["pr"]), str(board.overall(label, splits).episodes)]
+            rows.append(row)
+        out.append((f"Main results: {title}", header, rows))
+    detail_header = ["Agent", "Task type", "Episodes"] + [name for _, name in DETAIL]
+    for title, splits in board.test_sets():
+        groups = [([s], SPLIT_TITLES.get(s, s)) for s in splits]
+        if len(splits) > 1:
+            groups.append((splits, f"{title.split(' (')[0]}, all splits"))
+        for group, name in groups:
+            rows = []
+            for label in board.labels:
+                for kind in board.task_types():
+                    t = board.by_type(label, group, kind)
+                    if t is not None:
+                        rates = t.rates()
+                        rows.append([label, _type_label(kind), str(t.episodes)] + [fmt(n, rates[n]) for n, _ in DETAIL])
+            out.append((f"Per task type, {name} (cf. the paper's Tables 2 and 4)", detail_header, rows))
     return out
 
 
 def _preamble(board: Board, source: str) -> str:
     versions = ", ".join(f"`{v}`" for v in board.dataset_versions) or "none"
-    return (f"{len(board.runs)} MLflow runs from {source}; dataset version {versions}. SR, GCS, LC, RDI and PR "
-            "(progress rate) in %; IS = mean steps of the successful episodes, IS (all) = of all episodes. "
-            "\"-\" = undefined (no successful / failed episode). Definitions: docs/muep-eval.md.")
+    rules = []
+    for spelled, labels in board.stop_rules().items():
+        extra = " -- the invalid-action streak stop is NOT a rule of the paper" if "invalid_streak" in spelled else ""
+        rules.append(f"`{spelled}` ({', '.join(labels)}){extra}")
+    return (f"{len(board.runs)} MLflow runs from {source}; dataset versions {versions}. Stop rules: "
+            f"{'; '.join(rules) or 'none'}. SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
+            "(ALFWorld's goal conditions), LC, RDI and PR (progress rate) in %; IS = mean steps of the successful "
+            "episodes, IS (all) = of all episodes. \"-\" = undefined (no successful / failed episode). Definitions: "
+            "docs/muep-eval.md.")
 
 
 def to_markdown(board: Board, source: str) -> str:
@@ -148,7 +191,7 @@ def charts(board: Board) -> list[tuple[str, bytes]]:
         for k, split in enumerate(board.splits):
             values = [100 * ((board.cells[(lb, split)].rates()[name] or 0.0) if (lb, split) in board.cells else 0.0)
                       for lb in labels]
-            ax.bar(x + k * width, values, width, label=SPLIT_NAMES.get(split, split))
+            ax.bar(x + k * width, values, width, label=SPLIT_TITLES.get(split, split))
         ax.set_title(f"{title} (%)")
         ax.set_xticks(x + width * (len(board.splits) - 1) / 2, labels, rotation=20, ha="right")
         ax.set_ylim(0, 105)
@@ -161,7 +204,7 @@ def charts(board: Board) -> list[tuple[str, bytes]]:
     x = np.arange(len(kinds))
     for ax, (name, title) in zip(axes, (("sr", "SR"), ("gcs", "GCS")), strict=True):
         for k, label in enumerate(labels):
-            values = [100 * ((t.rates()[name] or 0.0) if (t := board.by_type(label, None, kind)) else 0.0)
+            values = [100 * ((t.rates()[name] or 0.0) if (t := board.by_type(label, board.splits, kind)) else 0.0)
                       for kind in kinds]
             ax.bar(x + k * width, values, width, label=label)
         ax.set_ylabel(f"{title} (%)")

@@ -1,18 +1,22 @@
 """The metrics: per episode, then summed into a :class:`Tally` per (agent, split, task type) and turned into rates.
 
-Per episode (from its :class:`~tasks.muep.eval.records.EpisodeResult`):
+Per episode (from its :class:`~tasks.muep.eval.records.EpisodeResult`); the paper's definitions are in its section
+3.2 ("Evaluation Metrics"), quoted in docs/muep-eval.md:
 
-* **success** -- the game's goal holds at the end, i.e. every goal condition (:mod:`tasks.muep.eval.goals`).
+* **success** -- the game's goal holds at the end: the target state *and* the target place (SR = successes / plays).
 * **steps** -- actions taken (valid or not). **IS** averages them over successful episodes (``is_success``, the
-  paper's IS) and over all episodes (``is_all``).
-* **GCS** -- goal conditions met at the end / goal conditions. Aggregated as ALFRED does: the sum of the met
-  conditions over the sum of the conditions (not the mean of per-episode fractions).
-* **LC** -- valid actions / actions, summed over episodes. An action is valid when the game can execute it (it is
-  one of its valid commands); an invalid one gets "Nothing happens." and changes nothing. An agent exception or an
-  empty answer is an invalid action.
-* **PR** (progress rate, AgentBoard) -- the largest fraction of goal conditions met after any action of the episode
-  (0 for an episode without actions); averaged over episodes.
-* **RDI** -- failed episodes that show reasoning disorientation / failed episodes (:func:`disoriented`).
+  paper's "steps ... to complete a task") and over all episodes (``is_all``).
+* **GCS** -- the paper's sub-goals done at the end / sub-goals (finding the object counts, as in the paper's heated
+  potato example: :mod:`tasks.muep.eval.goals`). ``gcs_alfworld`` -- ALFWorld's goal conditions met at the end /
+  goal conditions. Both aggregated as ALFRED does: the sum of what was met over the sum of what there was (not the
+  mean of per-episode fractions).
+* **LC** -- valid actions / actions (the paper's â / a*), summed over episodes. An action is valid when the game can
+  execute it (it is one of its valid commands); an invalid one gets "Nothing happens." and changes nothing. An agent
+  exception or an empty answer is an invalid action.
+* **PR** (progress rate, AgentBoard; not in the paper) -- the largest fraction of ALFWorld's goal conditions met
+  after any action of the episode (0 for an episode without actions); averaged over episodes.
+* **RDI** -- failed episodes that show reasoning disorientation / failed episodes (the paper's p_rdi / p_fail), by
+  the rule of :func:`disoriented`.
 
 Rates with an empty denominator (IS over no success, RDI over no failure, LC without actions) are ``None``: shown
 as "-" in tables, left out of MLflow, ``null`` in the JSON reports.
@@ -25,38 +29,44 @@ from dataclasses import asdict, dataclass, fields
 
 from tasks.muep.eval.records import EpisodeResult
 
-RATES = ("sr", "is_success", "is_all", "gcs", "lc", "rdi", "pr")
+RATES = ("sr", "is_success", "is_all", "gcs", "gcs_alfworld", "lc", "rdi", "pr")
 
 # ----------------------------------------------------------------------------------------------------------------
 # Reasoning disorientation
 
 
-def disoriented(observations: Sequence[str], actions: Sequence[str], max_period: int = 2) -> bool:
-    """The documented RDI rule: does the agent repeat itself under the same feedback?
+def disoriented(observations: Sequence[str], actions: Sequence[str]) -> bool:
+    """The RDI rule (and the optional loop stop): does the agent repeat itself under the same feedback?
 
-    ``observations`` are o_0 .. o_n (o_0 the initial observation, o_t the feedback to action a_t) and ``actions``
-    a_1 .. a_n. The agent's *response* at step t is the pair r_t = (o_{t-1}, a_t): the observation it acted on and
-    what it did. The episode shows disorientation when, for some t and a period p in 1..``max_period`` (2), the last
-    2p responses are one block of p responses said twice: r_{t-i} == r_{t-i-p} for i = 0..p-1. That is:
+    The paper (section 3.2, "Reasoning Disorientation Index") defines RDI by whether an agent "persistently takes
+    repetitive actions in response to the same environmental feedback", found by "checking for repetitive or
+    cyclical patterns" in its actions; RDI is the share of failed tasks where that happened. MuEP's released test
+    client stops an episode on the two patterns it checks, an action said twice in a row (A-A) and two actions
+    alternating (A-B-A-B). Here a pattern counts only when the feedback repeats with the actions:
 
-    * p = 1, a repeat: the same action again after the same observation (r_t == r_{t-1}). Example: "take apple 1"
-      -> "Nothing happens." -> "take apple 1" -> "Nothing happens." -> "take apple 1" (the 3rd take answers the
-      same feedback as the 2nd). Issuing an action twice only after *different* observations is not a repeat.
-    * p = 2, an A-B-A-B cycle with unchanged observations: (F, A), (G, B), (F, A), (G, B). Example: going back and
-      forth between two places that look the same each time -- from the intro o_0, "go to sofa 1" (-> F),
-      "go to armchair 1" (-> G), "go to sofa 1" (-> F), "go to armchair 1" (-> G), "go to sofa 1": the responses
-      (o_0, sofa) (F, armchair) (G, sofa) (F, armchair) (G, sofa) end with the block (F, armchair) (G, sofa) said
-      twice, at the 5th action (the 1st answered o_0, not G, so four actions are not yet a cycle).
+    ``observations`` are o_0 .. o_n (o_0 the initial observation, o_t the game's feedback to action a_t) and
+    ``actions`` a_1 .. a_n. Step t is the pair s_t = (a_t, o_t): what the agent did and what it got back. The episode
+    shows disorientation when, at some step t,
 
-    Observations and actions are compared as exact strings (actions after the harness's normalisation).
+    * **A A** -- s_t == s_{t-1}: the same action again, producing the same feedback. "go to fridge 1" three times,
+      answered "You arrive at fridge 1. ...", "Nothing happens.", "Nothing happens.": the third repeats the second.
+      The second alone is not a repeat: its feedback differs from the first's.
+    * **A B A B** -- s_t == s_{t-2} and s_{t-1} == s_{t-3}: two steps, actions and feedback, said twice. "open
+      fridge 1" / "close fridge 1" / "open fridge 1" / "close fridge 1", each open answered with the same contents
+      and each close with "You close the fridge 1.": disoriented at the fourth action. Going back and forth between
+      two places whose descriptions change (an object moved) is not.
+
+    Actions are compared after the harness's normalisation, observations as exact strings. This function is the one
+    place the rule lives: the metrics call it on a whole trajectory, the harness's loop stop after every step.
     """
     if len(observations) != len(actions) + 1:
         raise ValueError(f"need one more observation than actions, got {len(observations)} and {len(actions)}")
-    responses = list(zip(observations[:-1], actions, strict=True))
-    for p in range(1, max_period + 1):
-        for t in range(2 * p - 1, len(responses)):
-            if all(responses[t - i] == responses[t - i - p] for i in range(p)):
-                return True
+    steps = list(zip(actions, observations[1:], strict=True))
+    for t in range(1, len(steps)):
+        if steps[t] == steps[t - 1]:
+            return True
+        if t >= 3 and steps[t] == steps[t - 2] and steps[t - 1] == steps[t - 3]:
+            return True
     return False
 
 
@@ -69,8 +79,10 @@ class EpisodeMetrics:
     success: bool
     steps: int
     valid: int
-    goals_met: int
+    goals_met: int                 # the paper's sub-goals done at the end
     goals_total: int
+    conditions_met: int            # ALFWorld's goal conditions met at the end
+    conditions_total: int
     progress: float
     disoriented: bool
 
@@ -78,11 +90,12 @@ class EpisodeMetrics:
 def episode_metrics(result: EpisodeResult) -> EpisodeMetrics:
     steps = result.steps
     observations = [result.initial_observation] + [s.observation for s in steps]
-    total = result.goals_total
-    progress = max((s.goals_met / total for s in steps), default=0.0) if total else 0.0
+    total = result.conditions_total
+    progress = max((s.conditions_met / total for s in steps), default=0.0) if total else 0.0
     return EpisodeMetrics(
         success=result.success, steps=len(steps), valid=sum(s.valid for s in steps), goals_met=result.goals_met,
-        goals_total=total, progress=progress, disoriented=disoriented(observations, [s.action for s in steps]),
+        goals_total=result.goals_total, conditions_met=result.conditions_met, conditions_total=total,
+        progress=progress, disoriented=disoriented(observations, [s.action for s in steps]),
     )
 
 
@@ -101,6 +114,8 @@ class Tally:
     valid: int = 0
     goals_met: int = 0
     goals_total: int = 0
+    conditions_met: int = 0
+    conditions_total: int = 0
     failed: int = 0
     disoriented_failed: int = 0
     progress_sum: float = 0.0
@@ -113,6 +128,8 @@ class Tally:
         self.valid += m.valid
         self.goals_met += m.goals_met
         self.goals_total += m.goals_total
+        self.conditions_met += m.conditions_met
+        self.conditions_total += m.conditions_total
         self.failed += not m.success
         self.disoriented_failed += (not m.success) and m.disoriented
         self.progress_sum += m.progress
@@ -135,6 +152,7 @@ class Tally:
 
         return {"sr": ratio(self.successes, self.episodes), "is_success": ratio(self.steps_success, self.successes),
                 "is_all": ratio(self.steps, self.episodes), "gcs": ratio(self.goals_met, self.goals_total),
+                "gcs_alfworld": ratio(self.conditions_met, self.conditions_total),
                 "lc": ratio(self.valid, self.steps), "rdi": ratio(self.disoriented_failed, self.failed),
                 "pr": ratio(self.progress_sum, self.episodes)}
 
@@ -153,13 +171,18 @@ def summary(t: Tally, digits: int = 4) -> dict[str, float | int | None]:
 
 
 def report(results: Sequence[EpisodeResult]) -> dict:
-    """The ``reports/muep/eval_<agent>.json`` body: overall, per split, per task type."""
+    """The ``reports/muep/eval_<agent>.json`` body: overall, per split, per task type, and per split and task type
+    (the paper's Tables 2 and 4)."""
     by_split: dict[str, Tally] = {}
     by_type: dict[str, Tally] = {}
+    by_both: dict[str, dict[str, Tally]] = {}
     for r in results:
         m = episode_metrics(r)
         by_split.setdefault(r.split, Tally()).add(m)
         by_type.setdefault(r.task_type, Tally()).add(m)
+        by_both.setdefault(r.split, {}).setdefault(r.task_type, Tally()).add(m)
     overall = sum(by_split.values(), Tally())
     return {"overall": summary(overall), "by_split": {s: summary(t) for s, t in sorted(by_split.items())},
-            "by_task_type": {k: summary(t) for k, t in sorted(by_type.items())}}
+            "by_task_type": {k: summary(t) for k, t in sorted(by_type.items())},
+            "by_split_task_type": {s: {k: summary(t) for k, t in sorted(kinds.items())}
+                                   for s, kinds in sorted(by_both.items())}}

@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Why an episode ended.
-END_REASONS = ("won", "max_steps", "invalid_streak", "call_budget", "agent_error")
+#: Why an episode ended: won; the paper's 30-step cap (``max_steps``); the loop stop (``loop``, with
+#: ``muep.eval.loop_stop``); the optional invalid-action streak; the agent's call budget; an agent that cannot start.
+END_REASONS = ("won", "max_steps", "loop", "invalid_streak", "call_budget", "agent_error")
 
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """One test episode, from a row of ``data/muep/demos/episodes.parquet``."""
+    """One test episode, from a row of an episodes table (the demonstrations' or ALFWorld's test games)."""
 
     episode_id: str
     split: str
@@ -27,6 +28,8 @@ class EpisodeSpec:
     grammar: str
     expert_actions: tuple[str, ...] = ()
     """The planner's actions. Only a privileged agent (``oracle``) receives them; others get ``()``."""
+    source: str = "demos"
+    """Which dataset the episode comes from (``demos`` or ``alfworld``): its scene metadata is that dataset's."""
 
     def without_expert(self) -> EpisodeSpec:
         return EpisodeSpec(**(asdict(self) | {"expert_actions": ()}))
@@ -61,9 +64,10 @@ class StepRecord:
     observation: str               # the game's answer ("Nothing happens." for an invalid action)
     valid: bool                    # the game could execute the action
     won: bool
-    goals_met: int                 # goal conditions satisfied after this step
+    goals_met: int                 # the paper's sub-goals done after this step (tasks.muep.eval.goals)
     raw: str | None = None         # the agent's answer when it differs from ``action`` (truncated)
     error: str | None = None       # the agent's exception, when it raised (the action is then "")
+    conditions_met: int = 0        # ALFWorld's goal conditions met after this step
 
 
 @dataclass(frozen=True)
@@ -75,18 +79,23 @@ class EpisodeResult:
     task_type: str
     instruction: str
     initial_observation: str
-    goals_total: int
+    goals_total: int               # the paper's sub-goals of the task
     initial_goals_met: int
     success: bool                  # the game's goal holds (every goal condition) at the end
     end_reason: str                # one of END_REASONS
     agent_calls: int               # model requests the agent made (0 for oracle / random)
-    wall_s: float | None = None    # None where read back from a file written without timings
     steps: tuple[StepRecord, ...] = field(default_factory=tuple)
     error: str | None = None       # why the agent could not start the episode (end_reason "agent_error")
+    conditions_total: int = 0      # ALFWorld's goal conditions of the task
+    initial_conditions_met: int = 0
 
     @property
     def goals_met(self) -> int:
         return self.steps[-1].goals_met if self.steps else self.initial_goals_met
+
+    @property
+    def conditions_met(self) -> int:
+        return self.steps[-1].conditions_met if self.steps else self.initial_conditions_met
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,14 +3,19 @@ leaderboard.
 
 A run holds
 
-* params -- agent, label, model, adapter, grammar, renderer, dataset_version, episodes_sha256, split, the caps;
+* params -- agent, label, model, adapter, grammar, renderer, dataset, dataset_version, episodes_sha256, split, the
+  stop rules (``max_steps``, ``loop_stop``, ``max_invalid_streak``), seed;
 * metrics -- the rates of :mod:`tasks.muep.eval.metrics` for the split (``sr``, ``is_success``, ``is_all``, ``gcs``,
-  ``lc``, ``rdi``, ``pr``) and per task type (``sr/<task type>``...), plus the tallies they come from
-  (``n/<field>`` and ``n/<field>/<task type>``), so that splits add up exactly to overall figures;
-* tags -- ``agent``, ``agent_label``, ``split``, ``dataset_version``, ``stage``;
-* artifact -- ``trajectories/<agent>_<split>.jsonl``: one line per episode, every step.
+  ``gcs_alfworld``, ``lc``, ``rdi``, ``pr``) and per task type (``sr/<task type>``...), plus the tallies they come
+  from (``n/<field>`` and ``n/<field>/<task type>``), so that splits add up exactly to overall figures; and where
+  the time went (``time/<part>_s`` per agent-episode), which the result files never hold;
+* tags -- ``agent``, ``agent_label``, ``split``, ``dataset``, ``dataset_version``, ``stop_rules``, ``stage``, and
+  ``eval_fingerprint`` (what was evaluated, under which code and rules);
+* artifact -- ``trajectories/<split>.jsonl``: one line per episode, every step.
 
-Runs are written by :func:`tasks.tracking.log_run` (batched calls, FAILED on an error half-way).
+Runs are written by :func:`tasks.tracking.log_run` (batched calls, FAILED on an error half-way). A run whose
+``eval_fingerprint`` already has a finished run is not logged again, so a resumed evaluation adds no duplicate; an
+unfinished one (a run killed while it was being logged) is deleted first.
 """
 
 from __future__ import annotations
@@ -51,43 +56,90 @@ def metric_values(total: Tally, by_type: dict[str, Tally]) -> dict[str, float]:
     return out
 
 
-def write_results(path: Path, results: Sequence[EpisodeResult], timings: bool = True) -> Path:
-    """One JSON line per episode (trajectory and metrics), by episode id; atomic. ``timings=False`` leaves out each
-    episode's wall seconds (a DVC output that must be the same bytes for the same inputs)."""
+def write_results(path: Path, results: Sequence[EpisodeResult]) -> Path:
+    """One JSON line per episode (trajectory and metrics), by episode id; atomic. No timings: a DVC output that must
+    be the same bytes for the same inputs (where the time went is in MLflow and the run facts)."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as stream:
         for r in sorted(results, key=lambda r: r.episode_id):
             line = r.to_json() | {"metrics": episode_metrics(r).__dict__}
-            if not timings:
-                line.pop("wall_s")
             stream.write(json.dumps(line, ensure_ascii=False) + "\n")
     return path
 
 
+def stop_rules(params: EvalParams) -> str:
+    """The stop rules an evaluation played by, in words: the paper's cap, then the optional ones that are on."""
+    rules = [f"max_steps={params.max_steps}"]
+    if params.loop_stop:
+        rules.append("loop_stop")
+    if params.max_invalid_streak is not None:
+        rules.append(f"invalid_streak={params.max_invalid_streak}")
+    return ", ".join(rules)
+
+
 def run_fields(agent: str, info, params: EvalParams, split: str, episodes: int, version: str, episodes_sha: str,
-               grammar: str) -> tuple[dict, dict[str, str]]:
-    """The params and tags of one (agent, split) run: what was evaluated, on which data, under which caps."""
+               grammar: str, dataset: str = "muep-demos", fingerprint: str = "") -> tuple[dict, dict[str, str]]:
+    """The params and tags of one (agent, split) run: what was evaluated, on which data, under which rules."""
+    streak = params.max_invalid_streak
     run_params = {"agent": agent, "label": info.label, "model": info.model, "adapter": info.adapter,
-                  "grammar": grammar, "renderer": params.renderer if info.multimodal else "none",
+                  "grammar": grammar, "renderer": params.renderer if info.multimodal else "none", "dataset": dataset,
                   "dataset_version": version, "episodes_sha256": episodes_sha, "split": split, "episodes": episodes,
-                  "max_steps": params.max_steps, "max_invalid_streak": params.max_invalid_streak, "seed": params.seed}
+                  "max_steps": params.max_steps, "loop_stop": params.loop_stop,
+                  "max_invalid_streak": "off" if streak is None else streak, "seed": params.seed}
     if agent == "openai":
         o = params.openai
         run_params |= {"base_url": o.base_url or "", "temperature": o.temperature, "max_tokens": o.max_tokens,
                        "few_shot": o.few_shot, "max_calls_per_episode": o.max_calls_per_episode}
-    tags = {"agent": agent, "agent_label": info.label, "split": split, "dataset_version": version, "stage": STAGE}
+    tags = {"agent": agent, "agent_label": info.label, "split": split, "dataset": dataset, "dataset_version": version,
+            "stop_rules": stop_rules(params), "stage": STAGE, "eval_fingerprint": fingerprint}
     return run_params, tags
 
 
+def timing_values(timings: Sequence[dict]) -> dict[str, float]:
+    """``time/<part>_s``: mean seconds per agent-episode of the given timing records (``EpisodeTiming`` fields)."""
+    if not timings:
+        return {}
+    parts = ("load_s", "game_s", "agent_s", "metrics_s", "total_s")
+    return {f"time/{p}": sum(t[p] for t in timings) / len(timings) for p in parts} | {
+        "time/steps_per_s": sum(t["steps"] for t in timings) / max(1e-9, sum(t["game_s"] for t in timings))}
+
+
+def finished_run(tracking: TrackingParams, fingerprint: str) -> str | None:
+    """The id of a finished run logged under ``fingerprint``, if any; unfinished ones (a logging interrupted by a
+    kill) are deleted so that the run is logged once, completely."""
+    from mlflow import MlflowClient
+
+    from tasks.tracking import setup, tracking_uri
+
+    if not fingerprint:
+        return None
+    experiment_id = setup(tracking, EXPERIMENT)
+    client = MlflowClient(tracking_uri(tracking))
+    found = None
+    for run in client.search_runs([experiment_id], filter_string=f"tags.eval_fingerprint = '{fingerprint}'",
+                                  max_results=100):
+        if run.info.status == "FINISHED" and found is None:
+            found = run.info.run_id
+        elif run.info.status != "FINISHED":
+            client.delete_run(run.info.run_id)
+    return found
+
+
 def log_run(tracking: TrackingParams, label: str, split: str, params: dict[str, str], tags: dict[str, str],
-            results: Sequence[EpisodeResult], trajectories: Path) -> tuple[str, float]:
-    """One finished run for (agent, split). Returns its id and the seconds the logging took."""
+            results: Sequence[EpisodeResult], trajectories: Path, timings: Sequence[dict] = ()
+            ) -> tuple[str, float, bool]:
+    """One finished run for (agent, split), unless one with the same ``eval_fingerprint`` tag exists. Returns the
+    run id, the seconds the logging took, and whether it logged a new run."""
     start = time.perf_counter()
-    dataset = DatasetRef(f"muep-{split}", tags["dataset_version"].split(":")[-1], paths.rel(layout.DEMOS),
+    existing = finished_run(tracking, tags.get("eval_fingerprint", ""))
+    if existing is not None:
+        return existing, time.perf_counter() - start, False
+    source = layout.ALFWORLD if tags.get("dataset") == "muep-alfworld" else layout.DEMOS
+    dataset = DatasetRef(f"muep-{split}", tags["dataset_version"].split(":")[-1], paths.rel(source),
                          "evaluation", len(results))
+    metrics = metric_values(*split_tallies(results)) | timing_values(timings)
     run_id = log_tracked_run(tracking, EXPERIMENT, f"{label} | {split}", run_params=params, tags=tags,
-                             metrics=metric_values(*split_tallies(results)), artifacts=[("trajectories", trajectories)],
-                             dataset=dataset)
-    return run_id, time.perf_counter() - start
+                             metrics=metrics, artifacts=[("trajectories", trajectories)], dataset=dataset)
+    return run_id, time.perf_counter() - start, True
 
 
 @dataclass(frozen=True)
@@ -100,6 +152,8 @@ class RunSummary:
     start_time: int
     total: Tally
     by_type: dict[str, Tally]
+    dataset: str = "muep-demos"
+    stop_rules: str = ""
 
 
 def _tally(metrics: dict[str, float], suffix: str) -> Tally:
@@ -119,5 +173,6 @@ def read_runs(client, experiment_id: str) -> list[RunSummary]:
         out.append(RunSummary(run_id=run.info.run_id, label=tags.get("agent_label", tags.get("agent", "?")),
                               agent=tags.get("agent", "?"), split=tags["split"],
                               dataset_version=tags.get("dataset_version", ""), start_time=run.info.start_time,
-                              total=_tally(metrics, ""), by_type={t: _tally(metrics, f"/{t}") for t in types}))
+                              total=_tally(metrics, ""), by_type={t: _tally(metrics, f"/{t}") for t in types},
+                              dataset=tags.get("dataset", "muep-demos"), stop_rules=tags.get("stop_rules", "")))
     return out

@@ -148,6 +148,41 @@ def goal_for(task: BenchmarkTask, code: str, ep: RobotEvalParams) -> dict:
             "repeats": ep.repeats, **ep.episode_settings(), "evaluation": items}
 
 
+def goal_fingerprint(request: dict, ep: RobotEvalParams, code: str) -> str:
+    """What a goal's result depends on: the goal itself, the robot it runs on (backend, arm, or the runners of
+    ``master_uri``) and ``code`` (a hash of the code the stage runs)."""
+    robot = {"backend": ep.backend, "arm": ep.arm, "master_uri": ep.master_uri,
+             "runner_namespaces": ep.runner_namespaces, "isolation": ep.isolation}
+    blob = json.dumps([request, robot, code], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _goal_file(directory: Path, key: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in key)[:80]
+    return directory / f"{safe}-{hashlib.sha256(key.encode()).hexdigest()[:8]}.json"
+
+
+def stored_result(directory: Path, key: str, fingerprint: str) -> dict | None:
+    """The result a finished goal left in ``directory`` (a stage's work directory) under the same fingerprint."""
+    try:
+        saved = json.loads(_goal_file(directory, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(saved, dict) and saved.get("key") == key and saved.get("fingerprint") == fingerprint
+    return saved.get("result") if ok else None
+
+
+def store_result(directory: Path, key: str, fingerprint: str, result: dict) -> bool:
+    """Keep a goal's result (atomically) so that a rerun after an interruption reuses it. Only a goal that ran
+    (``ok``) is kept: a runner that died or a goal that could not be sent is tried again."""
+    from core.io import write_json
+
+    if not result.get("ok"):
+        return False
+    write_json(_goal_file(directory, key), {"key": key, "fingerprint": fingerprint, "result": result})
+    return True
+
+
 def pool_size(ep: RobotEvalParams) -> int:
     if ep.master_uri is None:
         return ep.runners

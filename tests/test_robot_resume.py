@@ -1,0 +1,37 @@
+"""The robot flows' goal results kept for a rerun (``tasks.roboscript.eval.evaluation``'s goal helpers): a result is
+found again only under the same key and fingerprint, only goals that ran are kept, and what the fingerprint covers.
+The flow-level rerun on a real runner pool is in tests/test_robot_ros.py."""
+
+from __future__ import annotations
+
+from tasks.roboscript.eval.evaluation import (
+    goal_fingerprint,
+    store_result,
+    stored_result,
+)
+from tasks.roboscript.params import RobotEvalParams
+
+
+def test_a_goal_result_comes_back_only_under_its_key_and_fingerprint(tmp_path):
+    ran = {"ok": True, "repeats": [{"status": "ok", "success": True}], "runner": "/runner1"}
+    assert store_result(tmp_path, "pick_place/apple", "fp1", ran)
+    assert stored_result(tmp_path, "pick_place/apple", "fp1") == ran
+    assert stored_result(tmp_path, "pick_place/apple", "fp2") is None          # another goal, robot or code
+    assert stored_result(tmp_path, "pick_place/pear", "fp1") is None
+    assert not store_result(tmp_path, "drawer/apple", "fp1", {"ok": False, "error": "no runner is alive"})
+    assert stored_result(tmp_path, "drawer/apple", "fp1") is None               # a failed run is tried again
+    for path in tmp_path.glob("*.json"):
+        path.write_text('{"key": "pick_place/apple", "fingerpr')                 # cut off: ignored, run again
+    assert stored_result(tmp_path, "pick_place/apple", "fp1") is None
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_fingerprint_covers_the_goal_the_robot_and_the_code():
+    goal = {"episode_id": "Simple_0", "code": "pick()", "repeats": 2}
+    ep = RobotEvalParams()
+    base = goal_fingerprint(goal, ep, "code1")
+    assert base == goal_fingerprint(dict(goal), RobotEvalParams(), "code1")
+    assert base != goal_fingerprint(goal | {"repeats": 3}, ep, "code1")
+    assert base != goal_fingerprint(goal, RobotEvalParams(arm="ur5"), "code1")
+    assert base != goal_fingerprint(goal, ep, "code2")
+    assert base == goal_fingerprint(goal, RobotEvalParams(runners=4), "code1")  # how many runners does not matter
