@@ -172,14 +172,29 @@ def stored_result(directory: Path, key: str, fingerprint: str) -> dict | None:
     return saved.get("result") if ok else None
 
 
+#: What a goal's result says about the run rather than the goal: which runner took it, how often it was handed on,
+#: seconds, the runner-named warnings. Left out of the stored result (a DVC output), so that it is the same bytes
+#: whichever runner ran the goal and however busy the machine was; the flows file them as run facts.
+RUN_FACT_KEYS = frozenset({"runner", "attempts", "runner_errors", "wall_s", "timings", "warnings"})
+
+
+def computed_part(value):
+    """``value`` without the :data:`RUN_FACT_KEYS`, at any depth."""
+    if isinstance(value, dict):
+        return {k: computed_part(v) for k, v in value.items() if k not in RUN_FACT_KEYS}
+    if isinstance(value, list):
+        return [computed_part(v) for v in value]
+    return value
+
+
 def store_result(directory: Path, key: str, fingerprint: str, result: dict) -> bool:
-    """Keep a goal's result (atomically) so that a rerun after an interruption reuses it. Only a goal that ran
-    (``ok``) is kept: a runner that died or a goal that could not be sent is tried again."""
+    """Keep a goal's result (atomically, without its run facts) so that a rerun after an interruption reuses it.
+    Only a goal that ran (``ok``) is kept: a runner that died or a goal that could not be sent is tried again."""
     from core.io import write_json
 
     if not result.get("ok"):
         return False
-    write_json(_goal_file(directory, key), {"key": key, "fingerprint": fingerprint, "result": result})
+    write_json(_goal_file(directory, key), {"key": key, "fingerprint": fingerprint, "result": computed_part(result)})
     return True
 
 
@@ -235,7 +250,7 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
                         for r in (result or {}).get("repeats", [])]}
         ran[task.id] = {"runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
                         "runner_errors": (result or {}).get("runner_errors", []),
-                        "repeat_wall_s": [r["wall_s"] for r in (result or {}).get("repeats", [])]}
+                        "repeat_wall_s": [r.get("wall_s") for r in (result or {}).get("repeats", [])]}
     settings = {"repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                 "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "runners": len(pool_info["runners"])}
     report = {"model": model, "kind": coder_kind(model), "settings": settings, "summary": summary(per_task),
