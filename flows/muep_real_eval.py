@@ -62,7 +62,7 @@ def rows(params: Params) -> dict[str, EvalParams]:
 def evaluate_batch(batch: EvalBatch, settings: EvalSettings) -> tuple[list[EpisodeResult], dict]:
     """Play the batch; also return where the time went (for MLflow, never for the results)."""
     started, cpu = time.perf_counter(), time.process_time()
-    results = run_batch(batch, settings)
+    results = run_batch(batch, settings).results
     decisions = sum(r.agent_calls for r in results)
     return results, {"wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu,
                      "decisions": decisions}
@@ -99,11 +99,14 @@ def _evaluate(params_file: str | None = None) -> dict:
         jobs = {}
         size = real.batch_size or len(specs)       # default: a row's episodes in one batch, one model load
         for row, ev in variants.items():
-            settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context)
+            settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context,
+                                    alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
             for k in range(0, len(specs), size):
                 chunk = specs[k:k + size]
-                batch = EvalBatch(f"{row}/{k // size:04d}", "hf", infos[row].label,
-                                  "+".join(dict.fromkeys(s.split for s in chunk)), chunk)
+                scenes = {(s.source, s.scene) for s in chunk}   # the engine expects every goal of these scenes
+                goals = list(dict.fromkeys((s.source, s.scene, s.task_type, s.object_type, s.target_type)
+                                           for s in specs if (s.source, s.scene) in scenes))
+                batch = EvalBatch(f"{row}/{k // size:04d}", [("hf", infos[row].label)], chunk, goals)
                 jobs[batch.batch_id] = (batch, settings)
         log.info("[%s] %d rows x %d episodes (%s) in %d batches on %s x%d", STAGE, len(variants), len(specs),
                  ", ".join(real.splits), len(jobs), real.task_runner, real.workers)
