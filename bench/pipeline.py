@@ -56,11 +56,11 @@ def run_pipeline(work: Path, profile: str | None) -> tuple[float, str]:
                         "PREFECT_HOME": str(work / ".prefect-home")}
     for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)
-    cmd = [sys.executable, "-m", "flows.cli", "run"] + (["--profile", profile] if profile else [])
+    cmd = [str(Path(bin_dir) / "embp"), "run"] + (["--profile", profile] if profile else [])
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
-    if proc.returncode != 0:
+    if proc.returncode != 0 or "Running stage '" not in proc.stdout + proc.stderr:
         sys.exit(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return wall, proc.stdout + proc.stderr
 
