@@ -72,9 +72,8 @@ def stage_rows(work: Path, output: str) -> list[dict]:
     for stage in order:
         # foreach stages (muep-train-tiny@opt-6.7b) write their facts as the flow's own name (muep-train@opt-6.7b)
         candidates = [work / "reports/timings" / f"{stage}.json"]
-        if "@" in stage:
-            flow_name = stage.split("@")[0].removesuffix("-tiny")
-            candidates.append(work / "reports/timings" / f"{flow_name}@{stage.split('@')[1]}.json")
+        if "@" in stage:   # muep-train-tiny@opt-6.7b, muep-real-train@smollm2-135m: the flow muep-train@<name>
+            candidates.append(work / "reports/timings" / f"muep-train@{stage.split('@')[1]}.json")
         facts = next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
         rows.append({"stage": stage, "work_s": facts.get("wall_s"), "process_s": facts.get("process_s"),
                      "startup_s": facts.get("startup_s"), "overhead_s": facts.get("overhead_s")})

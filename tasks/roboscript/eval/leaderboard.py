@@ -57,7 +57,9 @@ def section_markdown(client, experiment_name: str) -> str | None:
     if not table:
         return None
     kinds = kinds_from_runs(runs)
-    task_ids = sorted({t for per_task in table.values() for t in per_task})
+    level = {"Simple": 0, "Moderate": 1, "Hard": 2}   # Table I's order: Simple_0 ... Hard_2
+    task_ids = sorted({t for per_task in table.values() for t in per_task},
+                      key=lambda t: (level.get(t.split("_")[0], 3), t))
     blocks = [Table2Block(model, kinds.get(model, "LLM"), "MLflow, newest run", per_task)
               for model, per_task in table.items()]
     return table2_markdown(blocks, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
