@@ -418,3 +418,24 @@ def test_the_ablations_tiny_detector_checkpoint_loads_in_the_grounding_backend(t
                         np.ones((spec.height, spec.width), np.float32))
     (found,) = grounder.detect([frame], ["apple", "sponge"])
     assert {d.label for d in found} <= {"apple", "sponge"}
+
+
+def test_fused_points_come_out_in_one_order_and_planes_are_repeatable():
+    """Open3D hands fused points out in its threads' order: canonical_order makes any permutation the same cloud, and
+    fit_plane (our seeded RANSAC) gives the same plane every time on the same points."""
+    import open3d as o3d
+
+    from robot.perception.fusion import canonical_order, fit_plane
+
+    rng = np.random.default_rng(1)
+    table = np.c_[rng.uniform(-0.3, 0.3, (400, 2)), 0.7 + rng.normal(0, 0.001, 400)]
+    clutter = rng.uniform([-0.3, -0.3, 0.7], [0.3, 0.3, 0.9], (150, 3))
+    points = np.vstack([table, clutter])
+    clouds = [o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[rng.permutation(len(points))]))
+              for _ in range(3)]
+    ordered = [np.asarray(canonical_order(c).points) for c in clouds]
+    assert all(np.array_equal(ordered[0], o) for o in ordered[1:])
+    fits = [fit_plane(ordered[0], 0.004, 200, 50) for _ in range(2)]
+    normal, d, inliers = fits[0]
+    assert np.array_equal(normal, fits[1][0]) and d == fits[1][1] and np.array_equal(inliers, fits[1][2])
+    assert abs(abs(normal[2]) - 1) < 1e-3 and abs(abs(d) - 0.7) < 2e-3 and len(inliers) >= 390

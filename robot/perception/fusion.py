@@ -107,6 +107,25 @@ def integrate(frames: list[CameraFrame], params: FusionParams):
     return grid, views
 
 
+def canonical_order(cloud):
+    """The cloud's points sorted by position (x, then y, then z, at 0.1 mm). Open3D hands the fused points out in its
+    hash map's order, which its threads decide; everything after (normals, RANSAC, clustering, matching) is seeded
+    but order-dependent, so without this the same frames gave other instances, grasps and outcomes on a busy machine."""
+    import open3d as o3d
+
+    points = np.asarray(cloud.points)
+    if len(points) == 0:
+        return cloud
+    key = np.round(points / 1e-4).astype(np.int64)
+    order = np.lexsort((key[:, 2], key[:, 1], key[:, 0]))
+    out = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[order]))
+    if cloud.has_colors():
+        out.colors = o3d.utility.Vector3dVector(np.asarray(cloud.colors)[order])
+    if cloud.has_normals():
+        out.normals = o3d.utility.Vector3dVector(np.asarray(cloud.normals)[order])
+    return out
+
+
 def fuse(frames: list[CameraFrame], params: FusionParams, bounds: tuple[np.ndarray, np.ndarray],
          robot_boxes: np.ndarray | None) -> Reconstruction:
     """Fuse the views; keep what lies within ``bounds`` (lo, hi corners) and, with the self filter, off the
@@ -119,7 +138,7 @@ def fuse(frames: list[CameraFrame], params: FusionParams, bounds: tuple[np.ndarr
         empty = np.zeros((0, 3))
         return Reconstruction(empty, empty, empty, np.zeros(0, bool), None, 0)
     cloud = volume.extract_point_cloud(weight_threshold=MIN_WEIGHT).to_legacy()
-    cloud = cloud.crop(o3d.geometry.AxisAlignedBoundingBox(lo, hi))
+    cloud = canonical_order(cloud.crop(o3d.geometry.AxisAlignedBoundingBox(lo, hi)))
     points = np.asarray(cloud.points)
     colors = np.asarray(cloud.colors) if cloud.has_colors() else np.zeros_like(points)
     if not cloud.has_normals():
@@ -137,18 +156,39 @@ def fuse(frames: list[CameraFrame], params: FusionParams, bounds: tuple[np.ndarr
 def fit_plane(points: np.ndarray, distance: float, iterations: int, min_inliers: int
               ) -> tuple[np.ndarray, float, np.ndarray] | None:
     """RANSAC plane through ``points`` (seeded: the same points give the same plane): unit normal n, offset d with
-    n.x + d = 0, and the inlier indices; None with fewer than ``min_inliers``."""
-    import open3d as o3d
+    n.x + d = 0, and the inlier indices; None with fewer than ``min_inliers``.
 
+    Our own loop, not Open3D's ``segment_plane``: that one runs its iterations on several threads from one seed, so
+    which sample wins depends on thread timing. Here the samples come from one seeded generator, the best count wins
+    (the first on a tie), and the plane is refitted to its inliers by least squares."""
     if len(points) < max(3, min_inliers):
         return None
-    o3d.utility.random.seed(0)
-    cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points))
-    (a, b, c, d), inliers = cloud.segment_plane(distance_threshold=distance, ransac_n=3, num_iterations=iterations)
+    rng = np.random.default_rng(0)
+    best_count, best = -1, None
+    for _ in range(iterations):
+        p0, p1, p2 = points[rng.choice(len(points), 3, replace=False)]
+        n = np.cross(p1 - p0, p2 - p0)
+        length = float(np.linalg.norm(n))
+        if length < 1e-12:
+            continue
+        n = n / length
+        count = int(np.count_nonzero(np.abs(points @ n - n @ p0) <= distance))
+        if count > best_count:
+            best_count, best = count, (n, -float(n @ p0))
+    if best is None:
+        return None
+    n, d = best
+    inliers = np.flatnonzero(np.abs(points @ n + d) <= distance)
     if len(inliers) < min_inliers:
         return None
-    norm = float(np.linalg.norm([a, b, c]))
-    return np.array([a, b, c]) / norm, d / norm, np.asarray(inliers)
+    centre = points[inliers].mean(axis=0)
+    normal = np.linalg.svd(points[inliers] - centre, full_matrices=False)[2][-1]
+    normal = normal if normal @ n >= 0 else -normal
+    d = -float(normal @ centre)
+    inliers = np.flatnonzero(np.abs(points @ normal + d) <= distance)
+    if len(inliers) < min_inliers:
+        return None
+    return normal, d, inliers
 
 
 def support_plane(points: np.ndarray, normals: np.ndarray, voxel: float, min_share: float = 0.05) -> float | None:
