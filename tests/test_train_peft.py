@@ -45,6 +45,10 @@ def _check_peft_dir(adapter_dir, base_id: str) -> dict:
     assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                              "down_proj"}
     assert not config.get("modules_to_save")                          # nothing vLLM's LoRA loader cannot take
+    # the same bytes for the same training: a sorted module list, the card naming the base as the config does
+    assert config["target_modules"] == sorted(config["target_modules"])
+    card = (adapter_dir / "README.md").read_text()
+    assert f"base_model: {base_id}\n" in card and "/root/.cache" not in card
     return config
 
 

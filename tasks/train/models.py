@@ -262,7 +262,31 @@ def save_final_adapter(model: nn.Module, directory: Path, base_id: str) -> list[
     for config in model.peft_config.values():
         config.base_model_name_or_path = base_id
     model.save_pretrained(directory)
+    _pin_peft_files(directory, base_id)
     return sorted(p.name for p in directory.iterdir())
+
+
+def _pin_peft_files(directory: Path, base_id: str) -> None:
+    """Make PEFT's files the same bytes for the same training: ``target_modules`` is a set that PEFT writes in the
+    process's hash order, and its model card names the base by the folder it was loaded from (an absolute path of
+    this machine). Sorted, and the card names ``base_id`` like adapter_config.json does."""
+    import json
+
+    config_path = directory / PEFT_FILES[0]
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    for key in ("target_modules", "modules_to_save", "exclude_modules"):
+        if isinstance(config.get(key), list):
+            config[key] = sorted(config[key])
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    card = directory / "README.md"
+    if card.exists():
+        lines = card.read_text(encoding="utf-8").splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("base_model: "):
+                lines[i] = f"base_model: {base_id}"
+            elif line.startswith("- base_model:adapter:"):
+                lines[i] = f"- base_model:adapter:{base_id}"
+        card.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def load_final_adapter(model: nn.Module, directory: Path) -> None:
