@@ -115,6 +115,9 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     md = (root / "reports/leaderboard.md").read_text()
     html = (root / "reports/leaderboard.html").read_text()
     assert "| oracle | 100.0 | " in md and "| random |" in md and "| openai:test-model |" in md
+    # a program is never presented as a model: every table with oracle / random says what they are
+    tables = md.split("\n## ")[1:]
+    assert tables and all("Scripted programs, not models: `oracle`" in t for t in tables if "| oracle |" in t)
     assert "#Seen SR" in md and "#Unseen RDI" in md and "#Seen GCS-A" in md
     assert "## Main results: ALFWorld's test games" in md and "## Main results: MuEP's generated test episodes" in md
     assert "Per task type, ALFWorld #Unseen" in md and "Per task type, generated #Seen" in md

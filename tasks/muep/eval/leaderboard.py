@@ -144,6 +144,21 @@ def tables(board: Board) -> list[tuple[str, list[str], list[list[str]]]]:
     return out
 
 
+#: Agents that are programs, not models: named as such under every table they appear in.
+SCRIPTED = {"oracle": "replays the expert plan of the FF planner (or ALFWorld's walkthrough)",
+            "random": "sends a uniformly random admissible command"}
+
+
+def scripted_note(board: Board, rows: list[list[str]]) -> str | None:
+    """The line under a table naming its rule-based / scripted agents (a program is never presented as a model)."""
+    shown = {r[0] for r in rows}
+    named = {run.label: run.agent for run in board.runs if run.agent in SCRIPTED and run.label in shown}
+    if not named:
+        return None
+    return "Scripted programs, not models: " + "; ".join(f"`{label}` {SCRIPTED[agent]}"
+                                                        for label, agent in sorted(named.items())) + "."
+
+
 def _preamble(board: Board, source: str) -> str:
     versions = ", ".join(f"`{v}`" for v in board.dataset_versions) or "none"
     rules = []
@@ -164,6 +179,8 @@ def to_markdown(board: Board, source: str) -> str:
     for title, header, rows in tables(board):
         lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         lines += ["| " + " | ".join(r) + " |" for r in rows] + [""]
+        if (note := scripted_note(board, rows)) is not None:
+            lines += [note, ""]
     lines += ["Charts: reports/leaderboard.html.", ""]
     return "\n".join(lines)
 
@@ -232,5 +249,7 @@ def to_html(board: Board, source: str) -> str:
             parts += [f"<h2>{e(title)}</h2>", "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
             parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
             parts.append("</table>")
+            if (note := scripted_note(board, rows)) is not None:
+                parts.append(f"<p>{e(note)}</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
