@@ -42,10 +42,12 @@ def test_the_stored_result_is_the_same_bytes_whichever_runner_ran_it_and_however
         return {"ok": True, "runner": runner, "attempts": 1, "runner_errors": [], "wall_s": seconds,
                 "warnings": [f"{runner}: isolation none"],
                 "repeats": [{"status": "ok", "success": True, "wall_s": seconds / 2, "steps": 7,
-                             "perception": {"objects": 3, "timings": {"fuse": seconds / 10}}}]}
+                             "perception": {"objects": 3, "timings": {"fuse": seconds / 10},
+                                            "detections": [{"found": ["apple"], "capture_s": seconds / 20}]}}]}
     store_result(tmp_path / "a", "g", "fp", result("/runner1", 3.2))
     store_result(tmp_path / "b", "g", "fp", result("/runner2", 9.7))
     (a,), (b,) = (tmp_path / "a").glob("*.json"), (tmp_path / "b").glob("*.json")
     assert a.read_bytes() == b.read_bytes()
     kept = stored_result(tmp_path / "a", "g", "fp")
-    assert kept["repeats"][0]["steps"] == 7 and kept["repeats"][0]["perception"] == {"objects": 3}
+    assert kept["repeats"][0]["steps"] == 7
+    assert kept["repeats"][0]["perception"] == {"objects": 3, "detections": [{"found": ["apple"]}]}

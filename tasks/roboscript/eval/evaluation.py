@@ -178,10 +178,16 @@ def stored_result(directory: Path, key: str, fingerprint: str) -> dict | None:
 RUN_FACT_KEYS = frozenset({"runner", "attempts", "runner_errors", "wall_s", "timings", "warnings"})
 
 
+def _run_fact(key: str, value) -> bool:
+    """A run fact: one of :data:`RUN_FACT_KEYS`, or seconds (``<part>_s`` numbers, e.g. a detection's ``fuse_s``)."""
+    return key in RUN_FACT_KEYS or (key.endswith("_s") and isinstance(value, (int, float))
+                                    and not isinstance(value, bool))
+
+
 def computed_part(value):
-    """``value`` without the :data:`RUN_FACT_KEYS`, at any depth."""
+    """``value`` without its run facts (:func:`_run_fact`), at any depth."""
     if isinstance(value, dict):
-        return {k: computed_part(v) for k, v in value.items() if k not in RUN_FACT_KEYS}
+        return {k: computed_part(v) for k, v in value.items() if not _run_fact(k, v)}
     if isinstance(value, list):
         return [computed_part(v) for v in value]
     return value
