@@ -9,6 +9,7 @@ import logging
 import shutil
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from prefect import flow, task
@@ -21,7 +22,7 @@ from tasks.muep import layout
 from tasks.muep.demo_reader import read_index
 from tasks.muep.eval import metrics
 from tasks.muep.eval.agents import AGENTS, AgentContext
-from tasks.muep.eval.episodes import dataset_version, select
+from tasks.muep.eval.episodes import dataset_version, make_batches, select
 from tasks.muep.eval.harness import EvalBatch, EvalSettings, run_batch
 from tasks.muep.eval.records import EpisodeResult
 from tasks.muep.eval.runs import log_run, run_fields, write_results
@@ -101,12 +102,8 @@ def _evaluate(params_file: str | None = None) -> dict:
         for row, ev in variants.items():
             settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context,
                                     alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
-            for k in range(0, len(specs), size):
-                chunk = specs[k:k + size]
-                scenes = {(s.source, s.scene) for s in chunk}   # the engine expects every goal of these scenes
-                goals = list(dict.fromkeys((s.source, s.scene, s.task_type, s.object_type, s.target_type)
-                                           for s in specs if (s.source, s.scene) in scenes))
-                batch = EvalBatch(f"{row}/{k // size:04d}", [("hf", infos[row].label)], chunk, goals)
+            for batch in make_batches(specs, [("hf", infos[row].label)], size):   # muep-eval's batching
+                batch = replace(batch, batch_id=f"{row}/{batch.batch_id}")
                 jobs[batch.batch_id] = (batch, settings)
         log.info("[%s] %d rows x %d episodes (%s) in %d batches on %s x%d", STAGE, len(variants), len(specs),
                  ", ".join(real.splits), len(jobs), real.task_runner, real.workers)
