@@ -3,6 +3,7 @@
     python bench/pipeline.py                    # the default pipeline in a fresh copy (outputs regenerated)
     python bench/pipeline.py --profile paper    # a profile (`embp run --profile paper`), same table
     python bench/pipeline.py --keep DIR         # keep the copy in DIR (to look at its outputs)
+    python bench/pipeline.py --profile paper muep-leaderboard   # only these stages and what they depend on
 
 The copy holds the repository's tracked and untracked-but-not-ignored files, minus data/, models/, reports/ and
 dvc.lock, committed to a fresh git repository, so every stage runs. The clock is the wall time of the whole
@@ -49,20 +50,23 @@ def copy_repo(dest: Path) -> None:
         subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
 
 
-def run_pipeline(work: Path, profile: str | None) -> tuple[float, str]:
+def run_pipeline(work: Path, profile: str | None, targets: list[str]) -> tuple[float, str]:
     bin_dir = str(Path(sys.executable).parent)
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
                         "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                         "PREFECT_HOME": str(work / ".prefect-home")}
     for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)
-    cmd = [str(Path(bin_dir) / "embp"), "run"] + (["--profile", profile] if profile else [])
+    cmd = [str(Path(bin_dir) / "embp"), "run"] + (["--profile", profile] if profile else []) + targets
+    log = work / "bench-pipeline.log"      # the run's output as it goes (`tail -f` it on a long run)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    with log.open("w") as out:
+        proc = subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - start
-    if proc.returncode != 0 or "Running stage '" not in proc.stdout + proc.stderr:
-        sys.exit(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return wall, proc.stdout + proc.stderr
+    output = log.read_text()
+    if proc.returncode != 0 or "Running stage '" not in output:
+        sys.exit(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}):\n{output[-6000:]}")
+    return wall, output
 
 
 def stage_rows(work: Path, output: str) -> list[dict]:
@@ -84,8 +88,9 @@ def _f(value) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def print_table(rows: list[dict], wall: float, profile: str | None) -> None:
-    print(f"pipeline: {'default' if not profile else 'profile ' + profile}; {os.cpu_count()} cores; "
+def print_table(rows: list[dict], wall: float, profile: str | None, targets: list[str]) -> None:
+    print(f"pipeline: {'default' if not profile else 'profile ' + profile}"
+          f"{'; targets ' + ' '.join(targets) if targets else ''}; {os.cpu_count()} cores; "
           f"python {platform.python_version()}; {time.strftime('%Y-%m-%d')}")
     print(f"{'stage':34s} {'work s':>8s} {'process s':>10s} {'startup s':>10s} {'overhead s':>11s}")
     for r in rows:
@@ -105,6 +110,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default=None, help="a profile name (profiles/<name>.yaml), as `embp run`")
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder (created) and keep it")
+    parser.add_argument("targets", nargs="*", help="stages to run with what they depend on (default: all)")
     args = parser.parse_args()
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=False)
@@ -114,8 +120,8 @@ def main() -> None:
         work = Path(cleanup.name)
     try:
         copy_repo(work)
-        wall, output = run_pipeline(work, args.profile)
-        print_table(stage_rows(work, output), wall, args.profile)
+        wall, output = run_pipeline(work, args.profile, args.targets)
+        print_table(stage_rows(work, output), wall, args.profile, args.targets)
     finally:
         if cleanup is not None:
             cleanup.cleanup()

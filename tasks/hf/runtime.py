@@ -17,7 +17,8 @@ over exactly that piece, after exactly the same pieces -- the result does not de
 
 **Determinism.** The same prompt, sampling parameters, dtype and thread count give the same text on the same CPU
 kind. bfloat16 matrix products use the CPU's AMX/AVX-512-BF16 units where present; another CPU kind can round
-differently and, in a near-tie, pick another token. Answers are cached by prompt hash (:mod:`tasks.llm.base`), so a
+differently and, in a near-tie, pick another token. A CPU without native bfloat16 computes float32 instead
+(:mod:`tasks.hf.hardware`; the cache key says so). Answers are cached by prompt hash (:mod:`tasks.llm.base`), so a
 rerun reads the first answer back.
 """
 
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from core.errors import LLMError
 from tasks.hf import local_models
+from tasks.hf.hardware import effective_dtype
 
 log = logging.getLogger("embp")
 
@@ -51,7 +53,8 @@ class Reply:
 
 def model_identity(model_path: str, dtype: str) -> str:
     """The name answers are cached and recorded under: the local model's name, or the folder's name with a digest of
-    its config and weight-file sizes; plus the dtype (bf16 and fp32 answers differ)."""
+    its config and weight-file sizes; plus the dtype it really computes in (bf16 and fp32 answers differ; bfloat16
+    on a CPU without native bf16 is float32, :mod:`tasks.hf.hardware`)."""
     if local_models.is_local_model(model_path):
         name = model_path
     else:
@@ -60,7 +63,7 @@ def model_identity(model_path: str, dtype: str) -> str:
         for weights in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
             digest.update(f"{weights.name}:{weights.stat().st_size}".encode())
         name = f"{folder.name}-{digest.hexdigest()[:8]}"
-    return f"{name}:{DTYPES[dtype]}"
+    return f"{name}:{DTYPES[effective_dtype(dtype)]}"
 
 
 class LocalLM:
@@ -270,6 +273,7 @@ def load(model_path: str, dtype: str = "bfloat16", threads: int | None = 1, key:
          adapter: str | None = None, device: str = "cpu") -> LocalLM:
     """The model of ``model_path`` (a ``LOCAL_MODELS`` name or a folder), loaded once per process."""
     folder = local_models.resolve(model_path, key)
+    dtype = effective_dtype(dtype, device)
     ident = (str(folder.resolve()), dtype, threads, adapter, device)
     with _LOADING:
         if ident not in _LOADED:

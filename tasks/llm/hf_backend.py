@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from tasks.hf import local_models
+from tasks.hf.hardware import effective_dtype
 from tasks.hf.runtime import load, model_identity
 from tasks.llm.base import ChatRequest, Completion
 from tasks.params import HFParams, LLMParams
@@ -38,4 +39,4 @@ def describe(params: LLMParams) -> str:
         path = local_models.export_dir(local_models.get(hf.model_path)) / local_models.EXPORT_RECORD
         record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     source = record.get("source", hf.model_path)
-    return f"{model_identity(hf.model_path, hf.dtype)} (transformers, {hf.dtype}, {hf.threads} thread(s); {source})"
+    return f"{model_identity(hf.model_path, hf.dtype)} (transformers, {effective_dtype(hf.dtype)}, {hf.threads} thread(s); {source})"

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from core.errors import ConfigError
+from tasks.hf.hardware import effective_dtype
 from tasks.train import tiny
 from tasks.train.baselines import BaselineSpec
 from tasks.train.data import TEMPLATES, Encoder, Example, bodies
@@ -44,7 +45,7 @@ def compute_dtype(device: str, precision: str = "auto") -> torch.dtype:
         return torch.float32
     if device == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if precision == "bfloat16" else torch.float32
+    return torch.bfloat16 if effective_dtype(precision, device) == "bfloat16" else torch.float32
 
 
 @dataclass

@@ -27,6 +27,7 @@ import torch
 
 from core.errors import ConfigError
 from tasks import paths
+from tasks.hf.hardware import effective_dtype
 from tasks.train.build import (
     Assets,
     compute_dtype,
@@ -83,8 +84,8 @@ class Policy:
     def _precision(self):
         """The autocast of training (bf16/fp16 on CUDA; bf16 on CPU when it trained so): 16-bit frozen weights,
         float32 trainable parts."""
-        if self.form != "as trained" or (self.device != "cuda" and self.card.hyperparameters.get(
-                "precision") != "bfloat16"):
+        if self.form != "as trained" or (self.device != "cuda" and effective_dtype(self.card.hyperparameters.get(
+                "precision", "auto"), self.device) != "bfloat16"):
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device, dtype=compute_dtype(self.device, self.card.hyperparameters.get(
             "precision", "auto")))
@@ -164,6 +165,8 @@ def load_policy(model_dir: Path, device: str | None = None, dtype: str | None = 
     parts = {k: _resolve(v, model_dir) for k, v in card.base_parts.items()}
     hyper = Hyper(**card.hyperparameters)
     base = load_base(family, parts, assets, quantize=card.quantize_4bit, device=device, precision=hyper.precision)
+    if dtype is not None:
+        dtype = effective_dtype(dtype, device)
     if dtype is not None and spec.method == "qlora":
         model = _merged_lora(base, adapter_dir, getattr(torch, dtype))
     else:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from tasks.hf.hardware import effective_dtype
 from tasks.train import checkpoints
 from tasks.train.checkpoints import TrainState
 from tasks.train.data import collate
@@ -90,7 +91,7 @@ def _to(batch: dict, device, dtype) -> dict:
 def _mixed_precision(device: str, precision: str = "auto") -> str:
     """accelerate's mixed precision: ``auto`` = bf16 (fp16 without bf16 support) on CUDA, none on CPU; ``bfloat16``
     = bf16 autocast anywhere (on CPUs with AMX / AVX-512-BF16 about twice the speed); ``float32`` = none."""
-    if precision == "bfloat16":
+    if effective_dtype(precision, device) == "bfloat16":     # a CPU without native bf16: float32 (tasks.hf.hardware)
         return "bf16"
     if precision == "float32" or device != "cuda":
         return "no"

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.errors import ConfigError
+from tasks.hf.hardware import effective_dtype
 
 _LOADED: dict[tuple[str, str, bool], Any] = {}
 
@@ -108,7 +109,8 @@ def _device_and_dtype(dtype: str = "auto"):
     hf_logging.disable_progress_bar()
 
     if dtype != "auto":
-        return ("cuda" if torch.cuda.is_available() else "cpu"), getattr(torch, dtype)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return device, getattr(torch, effective_dtype(dtype, device))
     if torch.cuda.is_available():
         return "cuda", (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
     return "cpu", torch.float32
