@@ -6,6 +6,8 @@ goes, and each worker's memory over the run.
     python bench/muep_eval.py --inputs paper --code /tmp/old,.          # A/B against another code tree
     python bench/muep_eval.py --inputs paper --batch-size 4,16,32
     python bench/muep_eval.py --inputs paper --scene-instances 400      # every scene instance: the whole test set
+    python bench/muep_eval.py --from-run DIR     # the same tables from a finished run's facts (e.g. a kept
+                                                 # `bench/pipeline.py --profile paper --keep DIR`): nothing is rerun
 
 Each run is a fresh Python process with its own throw-away ``EMBP_ROOT`` (the repository's data/ is neither read nor
 written), running the ``muep-eval`` flow as ``dvc repro`` runs it (one Prefect server shared with the worker
@@ -143,17 +145,38 @@ def child() -> None:
     facts_file = paths.REPORTS / "timings" / "muep-eval.json"
     run = json.loads(facts_file.read_text()) if facts_file.exists() else {}
     timings = list(run.pop("timings", {}).values())
-    episodes = [e for t in timings for e in t["episodes"]]
-    by_agent: dict[str, dict] = {}
-    for e in episodes:
-        a = by_agent.setdefault(e["agent"], {"n": 0, "steps": 0, **{p: 0.0 for p in (*PARTS, "total_s", "cpu_s")}})
+    print(json.dumps({"wall": wall, "workers": ev.workers, "batch_size": ev.batch_size, "run": run,
+                      "agents": by_agent(timings), "memory": {str(k): v for k, v in sampler.series.items()},
+                      "agent_episodes": sum(1 for f in layout.EVAL.glob("*/*.jsonl") for _ in f.open())}))
+
+
+def by_agent(timings: list[dict]) -> dict[str, dict]:
+    """Per agent: agent-episodes, steps and the summed seconds of each part (the batches' episode timings)."""
+    out: dict[str, dict] = {}
+    for e in (e for t in timings for e in t["episodes"]):
+        a = out.setdefault(e["agent"], {"n": 0, "steps": 0, **{p: 0.0 for p in (*PARTS, "total_s", "cpu_s")}})
         a["n"] += 1
         a["steps"] += e["steps"]
         for p in (*PARTS, "total_s", "cpu_s"):
             a[p] += e.get(p, 0.0)
-    print(json.dumps({"wall": wall, "workers": ev.workers, "batch_size": ev.batch_size, "run": run,
-                      "agents": by_agent, "memory": {str(k): v for k, v in sampler.series.items()},
-                      "agent_episodes": sum(1 for f in layout.EVAL.glob("*/*.jsonl") for _ in f.open())}))
+    return out
+
+
+def from_run(root: Path) -> dict:
+    """A finished ``muep-eval`` run's result, read from its run facts (``reports/timings/muep-eval.json``): the stage's
+    work as ``wall``, and as memory each worker's peak RSS after each of its batches, in batch order (what the
+    batches report; no sampling)."""
+    facts_file = root / "reports" / "timings" / "muep-eval.json"
+    if not facts_file.exists():
+        sys.exit(f"{facts_file} does not exist: run the muep-eval stage in {root} first.")
+    run = json.loads(facts_file.read_text())
+    timings = [run["timings"][k] for k in sorted(run.pop("timings", {}), key=int)]
+    memory: dict[str, list] = {}
+    for i, t in enumerate(timings):
+        memory.setdefault(str(t["pid"]), []).append((i, t["max_rss_mb"]))
+    return {"wall": run.get("wall_s", 0.0), "workers": run.get("workers"), "batch_size": run.get("batch_size"),
+            "run": run, "agents": by_agent(timings), "memory": memory, "agent_episodes": run["agent_episodes"],
+            "code": f"run {root.name}"}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -270,8 +293,19 @@ def main() -> None:
     parser.add_argument("--code", default=str(REPO), help="comma-separated code trees to evaluate with (A/B)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
     parser.add_argument("--json", default="", help="also write the raw results to this file")
+    parser.add_argument("--from-run", type=Path, default=None, help="tabulate a finished run's muep-eval facts "
+                        "(a root with reports/timings/muep-eval.json) instead of running anything")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.from_run:
+        result = from_run(args.from_run.resolve())
+        print(table([result], None))
+        print()
+        print("per agent-episode (mean over the run's agent-episodes, share of the episode's time)")
+        print(cost_table([result]))
+        print()
+        print("flow wall s here = the stage's work (StageLog); RSS: each worker's peak after each of its batches")
+        return
     if args.child:
         sys.path.insert(0, args.code)  # the flow of the code tree under test, not an installed one
         child()
