@@ -15,13 +15,15 @@ import torch
 
 from core.errors import ConfigError, LLMError
 from tasks.hf import local_models
-from tasks.hf.runtime import LocalLM, load, model_identity
+from tasks.hf.hardware import effective_dtype
+from tasks.hf.runtime import DTYPES, LocalLM, load, model_identity
 from tasks.hf.scoring import best, per_candidate_scores
 from tasks.llm import build_client, request_from_params
 from tasks.llm.base import ChatRequest
 from tasks.params import HFParams, LLMParams, validate
 
 MODEL = "smollm2-135m-instruct"
+BF16_TAG = DTYPES[effective_dtype("bfloat16")]   # "fp32" on a CPU without native bfloat16 (tasks/hf/hardware.py)
 QUESTION = [{"role": "system", "content": "You answer in one short sentence."},
             {"role": "user", "content": "Name a fruit that is red."}]
 
@@ -60,7 +62,7 @@ def test_answers_are_cached_with_provenance_and_repeat_byte_for_byte(tmp_path):
     client = build_client(params, tmp_path / "cache")
     first = client.complete(request_from_params(QUESTION, params))
     again = build_client(params, tmp_path / "cache").complete(request_from_params(QUESTION, params))
-    assert first.text.strip() and first.backend == "hf" and first.model == f"{MODEL}:bf16"
+    assert first.text.strip() and first.backend == "hf" and first.model == f"{MODEL}:{BF16_TAG}"
     assert not first.cached and again.cached and again.text == first.text and again.key == first.key
     record = json.loads(next((tmp_path / "cache").rglob("*.json")).read_text())
     assert record["backend"] == "hf" and record["text"] == first.text and "latency_s" not in record
@@ -166,7 +168,7 @@ def test_the_stages_parse_and_check_its_answers_with_provenance(tmp_path):
     assert report["backend"] == "hf" and len(kept) + len(rejected) >= 1
     assert all(r.reason in ("empty_response", "truncated", "not_a_task", "no_known_object", "too_long", "duplicate")
                for r in rejected)
-    assert all(r.backend == "hf" and r.model == f"{MODEL}:bf16" and r.response_key for r in kept + rejected)
+    assert all(r.backend == "hf" and r.model == f"{MODEL}:{BF16_TAG}" and r.response_key for r in kept + rejected)
     job = CodeJob("q0", "w0", "Put the apple in the white bowl.",
                   "Objects: apple, white_bowl, table\nTask: Put the apple in the white bowl.")
     snippets = HierarchicalGenerator(client, params, CodegenParams(n_examples=0, max_helpers=1, max_depth=1)
@@ -184,6 +186,6 @@ def test_the_backend_is_registered_and_labelled_as_a_model():
 
     assert LLM_BACKENDS.target("hf") == "tasks.llm.hf_backend:HFBackend"
     params = hf_params()
-    assert backend_kind(params).startswith("LLM") and describe_backend(params).startswith(f"{MODEL}:bf16")
+    assert backend_kind(params).startswith("LLM") and describe_backend(params).startswith(f"{MODEL}:{BF16_TAG}")
     request = ChatRequest.of(QUESTION, temperature=0.0, max_tokens=8)
     assert request.cache_key("hf", f"{MODEL}:bf16") != request.cache_key("hf", f"{MODEL}:fp32")

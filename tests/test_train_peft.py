@@ -91,8 +91,10 @@ def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_pe
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    from tasks.hf.hardware import effective_dtype
     from tasks.hf.local_models import ensure_export, get
 
+    dt = effective_dtype("bfloat16")      # float32 on a CPU without native bfloat16 (tasks/hf/hardware.py)
     sft = make_sft(tmp_path)
     params = quick_params("smollm2-135m", tmp_path / "m", profile="full", max_steps=1, precision="bfloat16",
                           learning_rate=1e-3, max_seq_len=192)
@@ -105,14 +107,14 @@ def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_pe
     _check_peft_dir(plan.model_dir / "adapter", "HuggingFaceTB/SmolLM2-135M-Instruct")
 
     base = AutoModelForCausalLM.from_pretrained(ensure_export(get("smollm2-135m-instruct")),
-                                                quantization_config=_nf4(torch.bfloat16), device_map={"": "cpu"},
+                                                quantization_config=_nf4(getattr(torch, dt)), device_map={"": "cpu"},
                                                 dtype=torch.float32)
     plain = PeftModel.from_pretrained(base, str(plan.model_dir / "adapter")).eval()
     policy = load_for_inference(plan.model_dir)
     example = read_split(sft / "train.jsonl")[2]
     prompt = policy.prompt_body(example.instruction, example.history, example.observation)
     inputs = policy.inputs(prompt)
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=dt == "bfloat16"):
         reloaded, trained = plain(**inputs).logits, session.model(**inputs).logits
         ours = policy.logits(prompt)
     assert torch.equal(reloaded.float(), ours.float())            # our loader is plain PEFT on the same base
@@ -138,7 +140,7 @@ def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_pe
     assert max(abs(a - b) / n for a, b, n in zip(sums, naive, lengths, strict=True)) < 0.05
 
     merged = load_for_inference(plan.model_dir, dtype="bfloat16")
-    assert merged.form == "merged bfloat16" and not hasattr(merged.model, "peft_config")
+    assert merged.form == f"merged {dt}" and not hasattr(merged.model, "peft_config")
     fast, _ = merged.score(prompt, CANDIDATES)
     means = [s / n for s, n in zip(sums, lengths, strict=True)]
     fast_means = [s / n for s, n in zip(fast, lengths, strict=True)]
