@@ -170,7 +170,8 @@ def from_run(root: Path) -> dict:
     if not facts_file.exists():
         sys.exit(f"{facts_file} does not exist: run the muep-eval stage in {root} first.")
     run = json.loads(facts_file.read_text())
-    timings = [run["timings"][k] for k in sorted(run.pop("timings", {}), key=int)]
+    batches = run.pop("timings", {})
+    timings = [batches[k] for k in sorted(batches)]          # batch ids (b00000, ...) sort in batch order
     memory: dict[str, list] = {}
     for i, t in enumerate(timings):
         memory.setdefault(str(t["pid"]), []).append((i, t["max_rss_mb"]))
