@@ -20,7 +20,7 @@ import logging
 log = logging.getLogger("embp")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def native_bf16(device: str = "cpu") -> bool:
     """Whether bfloat16 matrix products run on fast kernels on ``device`` ("cpu" or "cuda")."""
     import torch
@@ -47,7 +47,7 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def effective_dtype(dtype: str, device: str = "cpu") -> str:
     """``dtype`` ("bfloat16" / "float32" / "auto" ...), except "bfloat16" on a device without native bfloat16, which
     becomes "float32" (with a warning, once per process)."""

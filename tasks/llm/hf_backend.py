@@ -39,4 +39,5 @@ def describe(params: LLMParams) -> str:
         path = local_models.export_dir(local_models.get(hf.model_path)) / local_models.EXPORT_RECORD
         record = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     source = record.get("source", hf.model_path)
-    return f"{model_identity(hf.model_path, hf.dtype)} (transformers, {effective_dtype(hf.dtype)}, {hf.threads} thread(s); {source})"
+    return (f"{model_identity(hf.model_path, hf.dtype)} (transformers, {effective_dtype(hf.dtype)}, "
+            f"{hf.threads} thread(s); {source})")

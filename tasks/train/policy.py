@@ -165,8 +165,7 @@ def load_policy(model_dir: Path, device: str | None = None, dtype: str | None = 
     parts = {k: _resolve(v, model_dir) for k, v in card.base_parts.items()}
     hyper = Hyper(**card.hyperparameters)
     base = load_base(family, parts, assets, quantize=card.quantize_4bit, device=device, precision=hyper.precision)
-    if dtype is not None:
-        dtype = effective_dtype(dtype, device)
+    dtype = None if dtype is None else effective_dtype(dtype, device)    # float32 without native bf16
     if dtype is not None and spec.method == "qlora":
         model = _merged_lora(base, adapter_dir, getattr(torch, dtype))
     else:

@@ -90,8 +90,9 @@ def _to(batch: dict, device, dtype) -> dict:
 
 def _mixed_precision(device: str, precision: str = "auto") -> str:
     """accelerate's mixed precision: ``auto`` = bf16 (fp16 without bf16 support) on CUDA, none on CPU; ``bfloat16``
-    = bf16 autocast anywhere (on CPUs with AMX / AVX-512-BF16 about twice the speed); ``float32`` = none."""
-    if effective_dtype(precision, device) == "bfloat16":     # a CPU without native bf16: float32 (tasks.hf.hardware)
+    = bf16 autocast wherever the device computes bf16 natively (CPUs with AVX-512 / AMX: about 1.3x faster), none on
+    a CPU without (:mod:`tasks.hf.hardware`); ``float32`` = none."""
+    if effective_dtype(precision, device) == "bfloat16":
         return "bf16"
     if precision == "float32" or device != "cuda":
         return "no"
