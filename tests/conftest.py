@@ -85,6 +85,27 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
+#: The most the default pipeline's one run (the ``default_data`` fixture below) may take: run_checked's own limit on
+#: it. pytest-timeout counts a test's fixture set-up against the test's limit, and the first test to ask for the
+#: fixture pays for the whole pipeline (about 7 min on 2 fast idle cores, over 15 min on 2 AVX2-only ones).
+DEFAULT_DATA_BUDGET_S = 3600
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that asks for ``default_data`` gets the pipeline's budget on top of its own limit (its
+    ``@pytest.mark.timeout`` or the suite's ``timeout``): whichever of them runs first pays for the pipeline, and
+    which one that is depends on the selection (-k, a single file)."""
+    ini = float(config.getini("timeout") or 0)
+    for item in items:
+        if "default_data" not in getattr(item, "fixturenames", ()):
+            continue
+        marker = item.get_closest_marker("timeout")
+        own = float(marker.args[0] if marker and marker.args else (marker.kwargs.get("timeout", ini) if marker
+                                                                    else ini))
+        if own > 0:   # 0: no limit at all; leave it so
+            item.add_marker(pytest.mark.timeout(own + DEFAULT_DATA_BUDGET_S), append=False)
+
+
 @pytest.fixture(scope="session")
 def default_data(tmp_path_factory) -> Path:
     """The default pipeline (``dvc repro``, every stage) run once per test session in a throw-away copy of the
@@ -94,7 +115,7 @@ def default_data(tmp_path_factory) -> Path:
 
     work = tmp_path_factory.mktemp("default-data")
     env = copy_repo(work)
-    run_checked(["dvc", "repro"], work, env, timeout=3600)
+    run_checked(["dvc", "repro"], work, env, timeout=DEFAULT_DATA_BUDGET_S)
     return work
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,7 +18,18 @@ NOT_COPIED = ("data/", "reports/", "models/")  # outputs: the copy regenerates t
 
 
 def run_checked(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    """Run ``cmd`` in its own process group and assert it succeeded. Whatever stops the wait (its own ``timeout``,
+    pytest-timeout's signal, Ctrl-C) kills the whole group: `dvc repro`'s stage processes and the servers they
+    started do not live on to slow down the rest of the suite."""
+    with subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            raise
+    proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
 
