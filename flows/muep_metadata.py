@@ -7,7 +7,7 @@ from prefect.cache_policies import NO_CACHE
 
 from flows._runtime import main
 from tasks.muep import alfworld_data, layout
-from tasks.muep.metadata import SceneMetadata, collect_all, write_tables
+from tasks.muep.metadata import SceneMetadata, collect_all, plan_states, write_tables
 from tasks.params import MetadataParams, SceneParams, load_params
 from tasks.progress import Progress, StageLog
 
@@ -16,9 +16,9 @@ STAGE = "muep-metadata"
 
 @task(name="collect-scenes", cache_policy=NO_CACHE)
 def collect_scenes(scenes: SceneParams, params: MetadataParams) -> list[SceneMetadata]:
-    total = len(scenes.selected()) * params.instantiations
-    with Progress(total, f"{STAGE}: scenes", unit="scenes") as progress:
-        return collect_all(scenes, params, on_scene=progress.advance)
+    plans = plan_states(scenes, params)   # instantiations and the held-out seen-test states: the real total
+    with Progress(len(plans), f"{STAGE}: scenes", unit="scenes") as progress:
+        return collect_all(scenes, params, on_scene=progress.advance, plans=plans)
 
 
 @task(name="write-tables", cache_policy=NO_CACHE)

@@ -71,14 +71,14 @@ class Progress:
                 self._bar.update(self._task, advance=n)
                 return
             now = time.perf_counter() - self._start
-            if now - self._last >= self.every_s or self.done >= self.total:
+            if now - self._last >= self.every_s or self.done == self.total:   # the last item: once
                 self._last = now
                 log.info("%s", self.line())
 
     def line(self) -> str:
         elapsed = time.perf_counter() - self._start
         rate = self.done / elapsed if elapsed > 0 else 0.0
-        left = (self.total - self.done) / rate if rate > 0 else float("nan")
+        left = max(0, self.total - self.done) / rate if rate > 0 else float("nan")
         eta = _fmt_s(left) if rate > 0 else "?"
         return f"{self.description}: {self.done}/{self.total} {self.unit}, {rate:.1f} {self.unit}/s, {eta} left"
 

@@ -241,3 +241,30 @@ def test_room_type_helper_agrees_with_alfworld_constants():
     names = {"Kitchen": "kitchen", "LivingRoom": "living_room", "Bedroom": "bedroom", "Bathroom": "bathroom"}
     for alf_name, block in scene_type.items():
         assert all(room_type_of(n) == names[alf_name] for n in block)
+
+
+def test_the_stage_progress_counts_every_scene_it_builds():
+    """The stage's progress total is the scenes it really builds (instantiations plus the held-out seen-test
+    states), not floorplans x instantiations: the last line says n/n, never 132/120 with a negative time left."""
+    import logging
+
+    from flows.muep_metadata import collect_scenes
+
+    lines: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: lines.append(record.getMessage())   # Prefect's logging config may not propagate
+    logger = logging.getLogger("embp")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        scenes, params = SceneParams(floorplans=[1, 2, 3, 201, 202, 301]), MetadataParams(seen_test_fraction=0.5)
+        metas = collect_scenes.fn(scenes, params)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert len(metas) > len(scenes.selected()) * params.instantiations   # held-out states are extra scenes
+    lines = [line for line in lines if line.startswith("muep-metadata: scenes:")]
+    assert lines and lines[-1].startswith(f"muep-metadata: scenes: {len(metas)}/{len(metas)} scenes")
+    assert all(f"{len(metas)}/" not in line for line in lines[:-1])   # the last item logs once
+    assert not any("-" in line.split(",")[-1] for line in lines)   # no negative time left

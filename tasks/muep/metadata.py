@@ -422,10 +422,12 @@ def collect_scene(floorplan: int, scenes: SceneParams, params: MetadataParams, i
     raise ValueError(f"FloorPlan{floorplan} has no instantiation {instantiation} with these params")
 
 
-def collect_all(scenes: SceneParams, params: MetadataParams, on_scene=None) -> list[SceneMetadata]:
+def collect_all(scenes: SceneParams, params: MetadataParams, on_scene=None,
+                plans: list | None = None) -> list[SceneMetadata]:
     """Every selected floorplan x instantiation (and held-out seen-test instance), in order; ``on_scene()`` is
-    called after each (progress)."""
-    plans = plan_states(scenes, params)
+    called after each (progress). ``plans``: :func:`plan_states`'s answer where the caller already has it (to size
+    a progress bar)."""
+    plans = plan_states(scenes, params) if plans is None else plans
     games = alfred_games([p.member for p in plans if p.member is not None])
     out = []
     for plan in plans:
