@@ -6,5 +6,10 @@ embedded ephemeral server unless ``PREFECT_API_URL`` points at a server.
 
 import os
 
+from core import cpu as _cpu
+
 # Before Prefect is imported anywhere: no telemetry from a pipeline run, and no heartbeat thread to join.
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# Before numpy or torch is imported anywhere: every float kernel at one instruction-set level, so a stage's outputs
+# are the same bytes on every x86-64 machine with AVX2 (core/cpu.py; EMBP_CPU_LEVEL=native opts out).
+_cpu.pin()

@@ -15,6 +15,10 @@ os.environ["PREFECT_HOME"] = _PREFECT_HOME
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ["DVC_NO_ANALYTICS"] = "1"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+# In-process tests compute at the level the stages do (core/cpu.py), and every subprocess inherits it.
+from core import cpu as _cpu  # noqa: E402
+
+_cpu.pin()
 
 REPO = Path(__file__).resolve().parent.parent
 # Subprocesses (flows, `embp`, dvc's `python -m flows...`) run this checkout's code even when the environment's

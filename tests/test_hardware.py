@@ -53,7 +53,25 @@ def test_every_dtype_choice_follows_it(bf16):
     assert _mixed_precision("cpu", "bfloat16") == "bf16"
 
 
-def test_detection_matches_torch():
+def test_detection_matches_torch_at_the_native_level(monkeypatch):
+    monkeypatch.setenv("EMBP_CPU_LEVEL", "native")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
     hardware.native_bf16.cache_clear()
-    expected = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    assert hardware.native_bf16("cpu") is expected
+    try:
+        expected = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        assert hardware.native_bf16("cpu") is expected
+    finally:
+        hardware.native_bf16.cache_clear()
+
+
+def test_no_native_bfloat16_when_kernels_are_capped_at_avx2(monkeypatch):
+    """A stage caps its kernels at AVX2 (core/cpu.py): oneDNN then has no bfloat16 kernel on any CPU."""
+    monkeypatch.setenv("EMBP_CPU_LEVEL", "avx2")
+    hardware.native_bf16.cache_clear()
+    hardware.effective_dtype.cache_clear()
+    try:
+        assert hardware.native_bf16("cpu") is False
+        assert hardware.effective_dtype("bfloat16") == "float32"
+    finally:
+        hardware.native_bf16.cache_clear()
+        hardware.effective_dtype.cache_clear()

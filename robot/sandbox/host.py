@@ -53,6 +53,15 @@ NONE_WARNING = ("generated code runs WITHOUT namespaces (isolation: none): it se
                 "and seccomp stand between it and the machine")
 
 
+def _sandbox_env() -> dict[str, str]:
+    """The generated code's whole environment: one BLAS thread, and the instruction-set caps the stage runs under
+    (core/cpu.py: its numpy computes the bytes the stage's does, on any machine). Nothing else of the host's."""
+    from core import cpu
+
+    return {"OPENBLAS_NUM_THREADS": "1"} | {name: os.environ[name] for name in (*cpu.AVX2_PINS, cpu.ENV)
+                                            if name in os.environ}
+
+
 class SandboxUnavailable(PipelineError):
     """The zygote did not start (bubblewrap refused, or the interpreter failed inside it)."""
 
@@ -127,7 +136,7 @@ class SandboxHost:
             try:
                 self.process = lifetime.spawn(argv, pdeathsig=None, pass_fds=[theirs.fileno()],
                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.PIPE, env={"OPENBLAS_NUM_THREADS": "1"}, cwd="/")
+                                              stderr=subprocess.PIPE, env=_sandbox_env(), cwd="/")
             finally:
                 theirs.close()
             self.control = ours

@@ -8,8 +8,10 @@ setting (``train.precision``, ``llm.hf.dtype``, ``real_model.eval.dtype``) means
 it, else float32": :func:`effective_dtype` says which, the LLM cache key and the provenance name that one (answers
 of the two dtypes differ), and a warning says when a request was changed.
 
-A DVC output computed in float32 on such a machine is therefore not the bytes of the same stage run on a bf16
-machine; docs/architecture.md lists this with the other hardware-dependent outputs.
+A pipeline stage caps every kernel at AVX2 (``core/cpu.py``, for the same bytes on every machine), and there no CPU
+has native bfloat16: a ``bfloat16`` request computes in float32 unless ``EMBP_CPU_LEVEL=native``. Then a DVC output
+computed in bfloat16 on a bf16 machine is not the bytes of the same stage run elsewhere; docs/architecture.md lists
+this with the other hardware-dependent outputs.
 """
 
 from __future__ import annotations
@@ -29,22 +31,14 @@ def native_bf16(device: str = "cpu") -> bool:
         return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if device != "cpu":
         return True          # let the backend decide (mps, xpu ...)
+    from core import cpu
+
+    if cpu.level() == "avx2":   # kernels capped at AVX2 for reproducible bytes (core/cpu.py): oneDNN has no bf16
+        return False
     try:      # the exact condition under which torch's CPU matmul hands bfloat16 to oneDNN
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):
-        flags = _cpu_flags()
-        return bool(flags & {"avx512_bf16", "amx_bf16", "avx512bw"})
-
-
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+        return bool(cpu.cpu_flags() & {"avx512_bf16", "amx_bf16", "avx512bw"})
 
 
 @functools.cache
@@ -53,7 +47,7 @@ def effective_dtype(dtype: str, device: str = "cpu") -> str:
     becomes "float32" (with a warning, once per process)."""
     if dtype != "bfloat16" or native_bf16(device):
         return dtype
-    log.warning("bfloat16 requested on a %s without native bfloat16 arithmetic (no AVX-512 / AMX): using float32 "
-                "instead (torch would emulate bfloat16 about 50x slower). Results differ from a bf16 machine's.",
+    log.warning("bfloat16 requested on a %s without native bfloat16 arithmetic (no AVX-512 / AMX, or kernels capped "
+                "at AVX2 by EMBP_CPU_LEVEL): using float32 instead (torch would emulate bfloat16 about 50x slower).",
                 device.upper())
     return "float32"
