@@ -68,3 +68,17 @@ def test_a_fresh_regeneration_gives_the_committed_dvc_lock(default_data):
                     f"dvc.lock: {differ}")
     assert not differ, (f"outputs that differ from the committed dvc.lock on the machine kind it was made on "
                         f"({here}): {differ}. Stale dvc.lock? Regenerate it (docs/architecture.md).")
+
+
+@pytest.mark.parametrize("path", ["core/__pycache__/io.cpython-311.pyc", "tasks/hf/__pycache__/runtime.cpython-311.pyc",
+                                  "flows/_imports.pyc"])
+def test_bytecode_caches_are_not_part_of_a_directory_dependency(path):
+    """`core`, `tasks/hf`, ... are directory dependencies; Python writes its bytecode caches into them while the stages
+    run (unless PYTHONDONTWRITEBYTECODE), with the source's mtime inside: DVC must not hash them into dvc.lock."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    dvc = Path(sys.executable).parent / "dvc"
+    done = subprocess.run([str(dvc), "check-ignore", path], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0 and path in done.stdout, f"{path} is not in .dvcignore: {done.stdout}{done.stderr}"
