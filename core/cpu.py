@@ -39,16 +39,25 @@ AVX2_PINS = {
 }
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (/proc/cpuinfo); empty where they cannot be read."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (flags, vendor_id, model name, ...); empty where unreadable."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
             for line in info:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                key, sep, value = line.partition(":")
+                if not sep and fields:
+                    break                               # the blank line after the first processor
+                if sep:
+                    fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return set()
+    return fields
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (/proc/cpuinfo); empty where they cannot be read."""
+    return set(_cpuinfo().get("flags", "").split())
 
 
 def can_pin(machine: str | None = None, flags: set[str] | None = None) -> bool:
@@ -90,12 +99,11 @@ def level(environ: MutableMapping[str, str] | None = None) -> str:
     return "avx2" if environ.get("ONEDNN_MAX_CPU_ISA", "").upper() == "AVX2" else "native"
 
 
-def describe() -> dict[str, str]:
-    """The machine and level a run computed at (for run facts and docs): architecture, CPU model, level."""
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"machine": platform.machine(), "cpu": model, "cpu_level": level()}
+def machine_kind() -> dict[str, str]:
+    """What decides which kernels a library picks, so which bytes a stage writes: the architecture, the CPU vendor
+    and its highest vector level (amx, avx512, avx2 or other). .dvc/lock-machine.json records it for dvc.lock."""
+    fields = _cpuinfo()
+    flags = set(fields.get("flags", "").split())
+    vector = next((name for name, flag in (("amx", "amx_bf16"), ("avx512", "avx512f"), ("avx2", "avx2"))
+                   if flag in flags), "other")
+    return {"machine": platform.machine(), "vendor": fields.get("vendor_id", ""), "vector_level": vector}

@@ -51,7 +51,7 @@ def rows(params: Params) -> dict[str, EvalParams]:
     for tag, model in models:
         for selection in real.action_selection:
             hf = HFAgentParams(model_path=model, action_selection=selection, dtype=real.dtype,
-                               max_new_tokens=real.max_new_tokens, threads=params.real_model.llm.hf.threads)
+                               max_new_tokens=real.max_new_tokens, threads=real.threads)
             out[f"{tag}-{selection}"] = params.muep.eval.model_copy(update={"agents": ["hf"], "hf": hf,
                                                                           "splits": list(real.splits)})
     if not out:

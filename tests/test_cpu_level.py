@@ -3,6 +3,7 @@ on any x86-64 machine with AVX2."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -86,3 +87,16 @@ def test_generated_code_gets_the_caps_and_nothing_else_of_the_host(monkeypatch):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert _sandbox_env() == {"OPENBLAS_NUM_THREADS": "1"} | env
+
+
+def test_the_machine_kind_names_architecture_vendor_and_vector_level(monkeypatch):
+    """.dvc/lock-machine.json is compared with it: the same keys, and a level read from the flags."""
+    kind = cpu.machine_kind()
+    assert set(kind) == {"machine", "vendor", "vector_level"}
+    assert kind["vector_level"] in ("amx", "avx512", "avx2", "other")
+    info = "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu avx2 fma avx512f\n\nprocessor\t: 1\nflags\t: x\n"
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: io.StringIO(info) if path == "/proc/cpuinfo"
+                        else real_open(path, *a, **k))
+    assert cpu.cpu_flags() == {"fpu", "avx2", "fma", "avx512f"}                 # the first processor's
+    assert cpu.machine_kind()["vendor"] == "GenuineIntel" and cpu.machine_kind()["vector_level"] == "avx512"

@@ -17,7 +17,13 @@ from core.errors import ConfigError, LLMError
 from tasks.hf import local_models
 from tasks.hf.hardware import effective_dtype
 from tasks.hf.runtime import DTYPES, LocalLM, load, model_identity
-from tasks.hf.scoring import best, per_candidate_scores
+from tasks.hf.scoring import (
+    best,
+    packed_inputs,
+    per_candidate_scores,
+    prefix_tree,
+    tree_size,
+)
 from tasks.llm import build_client, request_from_params
 from tasks.llm.base import ChatRequest
 from tasks.params import HFParams, LLMParams, validate
@@ -105,6 +111,24 @@ def test_packed_and_fused_scores_equal_one_forward_per_candidate(fp32):
     assert max(abs(a - b) for a, b in zip(packed, naive, strict=True)) < 1e-3
     assert max(abs(a - b) for a, b in zip(fused, naive, strict=True)) < 1e-3
     assert lengths == [len(i) for i in ids] and best(packed, lengths) == best(naive, lengths)
+    shared, one_by_one = tree_size(ids)
+    assert shared < one_by_one                        # "go to ..." is computed once for the three candidates
+
+
+def test_the_prefix_tree_shares_common_prefixes_and_keeps_each_candidates_path():
+    cands = [[5, 6, 7, 0], [5, 6, 8, 0], [5, 6, 7, 9, 0], [4, 0], [5, 6, 7, 0], [3]]
+    tokens, depth, parent, rows = prefix_tree(cands)
+    assert tokens == [5, 6, 7, 8, 9, 4] and depth == [0, 1, 2, 2, 3, 0]
+    for ids, row in zip(cands, rows, strict=True):
+        assert [tokens[i] for i in row] == ids[:-1]                     # each candidate's fed tokens, in order
+        assert [depth[i] for i in row] == list(range(len(row)))
+        assert all(parent[b] == a for a, b in zip(row, row[1:], strict=False))
+    assert rows[0] == rows[4] and rows[5] == []                         # a duplicate shares all; one token feeds none
+    _, positions, mask, _ = packed_inputs(10, cands, new=2)
+    assert positions[0].tolist() == [8, 9, 10, 11, 12, 12, 13, 10]
+    own = mask[0, 0, 2:, 10:]                                            # candidate rows against candidate columns
+    assert own[4].nonzero().flatten().tolist() == [0, 1, 2, 4]          # 9 sees 5, 6, the shared 7 and itself
+    assert not own[3, 2] and not own[5, 0] and mask[0, 0, 2:, :10].all()  # no sibling, no other branch; all prompt
 
 
 def test_prefix_reuse_computes_only_the_new_messages_and_changes_nothing(fp32):

@@ -5,13 +5,14 @@ a run measured time or where it ran, that lives in reports/timings/ (no DVC outp
 from __future__ import annotations
 
 import json
-import platform
 
 import pytest
 import yaml
 from repo_copy import REPO, copy_repo, run_checked
 
-#: The kind of machine the committed dvc.lock was regenerated on (written by hand with :func:`machine_kind` when
+from core.cpu import machine_kind
+
+#: The kind of machine the committed dvc.lock was regenerated on (written by hand with core.cpu.machine_kind() when
 #: dvc.lock is; docs/architecture.md, "Same inputs, same bytes").
 LOCK_MACHINE = REPO / ".dvc" / "lock-machine.json"
 
@@ -35,22 +36,6 @@ def test_two_regenerations_give_identical_outputs(default_data, tmp_path):
     assert first_outs and set(first_outs) == set(second_outs)
     differ = sorted(path for path in first_outs if first_outs[path] != second_outs[path])
     assert not differ, f"outputs that differ between two runs of the same inputs: {differ}"
-
-
-def machine_kind() -> dict[str, str]:
-    """What decides which kernels a library picks: the architecture, the CPU vendor and its highest vector level."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    flags = set(fields.get("flags", "").split())
-    level = next((name for name, flag in (("amx", "amx_bf16"), ("avx512", "avx512f"), ("avx2", "avx2"))
-                  if flag in flags), "other")
-    return {"machine": platform.machine(), "vendor": fields.get("vendor_id", ""), "vector_level": level}
 
 
 @pytest.mark.allowed_skip(reason="on a machine kind other than the lock's, a difference is reported, not failed")

@@ -45,6 +45,10 @@ def _check_peft_dir(adapter_dir, base_id: str) -> dict:
     assert set(config["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                              "down_proj"}
     assert not config.get("modules_to_save")                          # nothing vLLM's LoRA loader cannot take
+    from safetensors import safe_open
+
+    with safe_open(str(adapter_dir / "adapter_model.safetensors"), "pt") as weights:
+        assert all("lora_" in key for key in weights.keys())         # no embedding layer: none was trained
     # the same bytes for the same training: a sorted module list, the card naming the base as the config does
     assert config["target_modules"] == sorted(config["target_modules"])
     card = (adapter_dir / "README.md").read_text()
@@ -87,7 +91,7 @@ def _rel(path) -> str:
     return paths.rel(path)
 
 
-def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_peft(tmp_path):
+def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_peft(tmp_path, monkeypatch):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
@@ -100,6 +104,11 @@ def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_pe
                           learning_rate=1e-3, max_seq_len=192)
     plan = plan_run("smollm2-135m", params, sft_dir=sft)
     session = TrainSession(plan, tracking_in(tmp_path))
+
+    def no_hub(*args, **kwargs):
+        raise AssertionError("saving the adapter looked the base model up on the Hub")
+
+    monkeypatch.setattr("peft.utils.save_and_load.check_file_exists_on_hf_hub", no_hub)
     report = session.train()
     assert report["steps"] == 1 and report["run_facts"]["tokens_per_s"] > 0 and "tokens_per_s" not in report
     card = json.loads((plan.model_dir / "baseline.json").read_text())

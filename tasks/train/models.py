@@ -259,9 +259,16 @@ def save_final_adapter(model: nn.Module, directory: Path, base_id: str) -> list[
     directory.mkdir(parents=True, exist_ok=True)
     if not is_peft(model):
         return [save_adapter(model, directory).name]
+    embeddings = False
     for config in model.peft_config.values():
         config.base_model_name_or_path = base_id
-    model.save_pretrained(directory)
+        targets = config.target_modules or ()
+        targets = [targets] if isinstance(targets, str) else list(targets)
+        embeddings |= any(name in t for t in targets for name in ("embed_tokens", "lm_head", "wte", "word_embeddings"))
+    # No embedding layer is trained (LoRA targets the projections; no baseline resizes its vocabulary), so none is
+    # saved -- said here rather than left to PEFT's "auto", which looks the base up on the Hub to decide (a network
+    # lookup, and a warning on every offline run).
+    model.save_pretrained(directory, save_embedding_layers=embeddings)
     _pin_peft_files(directory, base_id)
     return sorted(p.name for p in directory.iterdir())
 
