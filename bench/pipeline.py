@@ -5,8 +5,9 @@
     python bench/pipeline.py --keep DIR         # keep the copy in DIR (to look at its outputs)
     python bench/pipeline.py --profile paper muep-leaderboard   # only these stages and what they depend on
 
-The copy holds the repository's tracked and untracked-but-not-ignored files, minus data/, models/, reports/ and
-dvc.lock, committed to a fresh git repository, so every stage runs. The clock is the wall time of the whole
+The copy is the tests' (tests/repo_copy.py): the repository's tracked and untracked-but-not-ignored files, minus
+data/, models/, reports/ and dvc.lock but with the committed files of persisted outputs (as a fresh clone has them),
+committed to a fresh git repository, so every stage runs. The clock is the wall time of the whole
 `embp run` (DVC, every stage process, the shared Prefect server's start). Per stage, from the run facts each stage
 writes (``reports/timings/<stage>.json``, see flows/_runtime.record_overhead):
 
@@ -26,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,20 +34,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-NOT_COPIED = ("data/", "reports/", "models/", "mlflow.db", "mlruns/")
-
-
-def copy_repo(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    for rel in filter(None, files):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith(NOT_COPIED) and rel != "dvc.lock":
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.email=bench@localhost", "-c", "user.name=bench", "commit", "-qm", "copy"]):
-        subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
+sys.path.insert(0, str(REPO / "tests"))
+from repo_copy import copy_repo  # noqa: E402 - the tests' copy of a fresh clone, so the bench runs what CI runs
 
 
 def run_pipeline(work: Path, profile: str | None, targets: list[str]) -> tuple[float, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-NOT_COPIED = ("data/", "reports/", "models/")  # outputs: the copy regenerates them
+NOT_COPIED = ("data/", "reports/", "models/")  # outputs: the copy regenerates them (but see committed_persisted)
 
 
 def run_checked(cmd: list[str], cwd: Path, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
@@ -40,9 +40,36 @@ def stages_run(proc: subprocess.CompletedProcess, stages: tuple[str, ...]) -> se
     return {s for s in stages if f"Running stage '{s}'" in out}
 
 
+def _persisted_outs(dvc_yaml: dict) -> list[str]:
+    """The paths of the outputs dvc.yaml declares ``persist: true`` (DVC keeps them when it reruns the stage)."""
+    paths = []
+    for stage in (dvc_yaml.get("stages") or {}).values():
+        body = stage.get("do", stage)
+        for kind in ("outs", "metrics", "plots"):
+            for out in body.get(kind) or []:
+                if isinstance(out, dict):
+                    (path, opts), = out.items()
+                    if (opts or {}).get("persist") and "${" not in path:
+                        paths.append(path.rstrip("/"))
+    return paths
+
+
+def committed_persisted(repo: Path = REPO) -> list[str]:
+    """The committed files of persisted outputs (e.g. reports/roboscript/table2_runs/: the committed 10-repeat
+    Table II run). A fresh clone has them and `dvc repro` keeps them, so the outputs built on them (table2.md) and
+    their md5 in dvc.lock include them: a copy that stands for a fresh clone must hold them too, as committed."""
+    paths = _persisted_outs(yaml.safe_load((repo / "dvc.yaml").read_text()))
+    if not paths:
+        return []
+    out = subprocess.run(["git", "ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths], cwd=repo,
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(filter(None, out.split("\0")))
+
+
 def copy_repo(work: Path, edit_params: Callable[[dict], None] | None = None,
               before_commit: Callable[[Path], None] | None = None) -> dict:
-    """Copy the tracked and untracked-but-not-ignored files into ``work``, let ``edit_params`` change params.yaml,
+    """Copy the tracked and untracked-but-not-ignored files into ``work`` (outputs left out, but for the committed
+    files of persisted outputs: :func:`committed_persisted`), let ``edit_params`` change params.yaml,
     commit it all to a fresh git repository, and return the environment for running `dvc` and the flows there."""
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout.split("\0")
@@ -51,6 +78,10 @@ def copy_repo(work: Path, edit_params: Callable[[dict], None] | None = None,
         if src.is_file() and not rel.startswith(NOT_COPIED) and rel != "dvc.lock":
             (work / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, work / rel)
+    for rel in committed_persisted():                   # as committed, whatever local runs added or changed
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_bytes(subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True,
+                                                check=True).stdout)
     if edit_params is not None:
         params = yaml.safe_load((work / "params.yaml").read_text())
         edit_params(params)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from repo_copy import REPO, copy_repo, run_checked
+from repo_copy import REPO, committed_persisted, copy_repo, run_checked
 
 from core.cpu import machine_kind
 
@@ -67,3 +67,42 @@ def test_bytecode_caches_are_not_part_of_a_directory_dependency(path):
     dvc = Path(sys.executable).parent / "dvc"
     done = subprocess.run([str(dvc), "check-ignore", path], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0 and path in done.stdout, f"{path} is not in .dvcignore: {done.stdout}{done.stderr}"
+
+
+def test_copies_hold_the_committed_persisted_outputs_a_fresh_clone_has(tmp_path):
+    """reports/roboscript/table2_runs/ is a persisted output with committed runs (the 10-repeat Table II): a fresh
+    clone has them, `dvc repro` keeps them and table2.md shows them, so the copies the pipeline tests and benches
+    regenerate dvc.lock in must have them too -- and the committed dvc.lock must count them."""
+    import subprocess
+
+    committed = committed_persisted()
+    runs = [rel for rel in committed if rel.startswith("reports/roboscript/table2_runs/")]
+    assert any("__r10__" in rel for rel in runs)
+    copy_repo(tmp_path)
+    for rel in committed:
+        head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True, check=True).stdout
+        assert (tmp_path / rel).read_bytes() == head
+    assert not (tmp_path / "reports/leaderboard.md").exists()       # other outputs are regenerated, not copied
+    lock = yaml.safe_load((REPO / "dvc.lock").read_text())
+    outs = {o["path"]: o for stage in lock["stages"].values() for o in stage.get("outs", [])}
+    assert outs["reports/roboscript/table2_runs"]["nfiles"] == len(runs)
+
+
+def test_the_committed_reports_are_the_outputs_the_committed_dvc_lock_records():
+    """The reports in git (leaderboard, dataset cards, real-model reports, ...) are what the run behind dvc.lock
+    wrote: a lock committed without its run's reports (or a report edited by hand) fails here. Both are read from
+    the last commit, so local runs of the pipeline do not matter."""
+    import hashlib
+    import subprocess
+
+    def committed(rel: str) -> bytes:
+        return subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True, check=True).stdout
+
+    lock = yaml.safe_load(committed("dvc.lock"))
+    outs = {o["path"]: o.get("md5") for stage in lock["stages"].values() for o in stage.get("outs", [])}
+    tracked = subprocess.run(["git", "ls-tree", "-r", "--name-only", "HEAD", "reports"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+    files = [rel for rel in tracked if rel in outs]
+    assert len(files) > 20
+    stale = [rel for rel in files if hashlib.md5(committed(rel)).hexdigest() != outs[rel]]
+    assert not stale, f"committed reports that are not dvc.lock's outputs: {stale}"
