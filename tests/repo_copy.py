@@ -54,6 +54,11 @@ def _persisted_outs(dvc_yaml: dict) -> list[str]:
     return paths
 
 
+def committed_bytes(rel: str, repo: Path = REPO) -> bytes:
+    """A file as the last commit holds it (not as the working tree has it after local runs)."""
+    return subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=repo, capture_output=True, check=True).stdout
+
+
 def committed_persisted(repo: Path = REPO) -> list[str]:
     """The committed files of persisted outputs (e.g. reports/roboscript/table2_runs/: the committed 10-repeat
     Table II run). A fresh clone has them and `dvc repro` keeps them, so the outputs built on them (table2.md) and
@@ -80,8 +85,7 @@ def copy_repo(work: Path, edit_params: Callable[[dict], None] | None = None,
             shutil.copy2(src, work / rel)
     for rel in committed_persisted():                   # as committed, whatever local runs added or changed
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
-        (work / rel).write_bytes(subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True,
-                                                check=True).stdout)
+        (work / rel).write_bytes(committed_bytes(rel))
     if edit_params is not None:
         params = yaml.safe_load((work / "params.yaml").read_text())
         edit_params(params)

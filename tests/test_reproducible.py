@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from repo_copy import REPO, committed_persisted, copy_repo, run_checked
+from repo_copy import REPO, committed_bytes, committed_persisted, copy_repo, run_checked
 
 from core.cpu import machine_kind
 
@@ -73,15 +73,12 @@ def test_copies_hold_the_committed_persisted_outputs_a_fresh_clone_has(tmp_path)
     """reports/roboscript/table2_runs/ is a persisted output with committed runs (the 10-repeat Table II): a fresh
     clone has them, `dvc repro` keeps them and table2.md shows them, so the copies the pipeline tests and benches
     regenerate dvc.lock in must have them too -- and the committed dvc.lock must count them."""
-    import subprocess
-
     committed = committed_persisted()
     runs = [rel for rel in committed if rel.startswith("reports/roboscript/table2_runs/")]
     assert any("__r10__" in rel for rel in runs)
     copy_repo(tmp_path)
     for rel in committed:
-        head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True, check=True).stdout
-        assert (tmp_path / rel).read_bytes() == head
+        assert (tmp_path / rel).read_bytes() == committed_bytes(rel)
     assert not (tmp_path / "reports/leaderboard.md").exists()       # other outputs are regenerated, not copied
     lock = yaml.safe_load((REPO / "dvc.lock").read_text())
     outs = {o["path"]: o for stage in lock["stages"].values() for o in stage.get("outs", [])}
@@ -95,14 +92,11 @@ def test_the_committed_reports_are_the_outputs_the_committed_dvc_lock_records():
     import hashlib
     import subprocess
 
-    def committed(rel: str) -> bytes:
-        return subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=REPO, capture_output=True, check=True).stdout
-
-    lock = yaml.safe_load(committed("dvc.lock"))
+    lock = yaml.safe_load(committed_bytes("dvc.lock"))
     outs = {o["path"]: o.get("md5") for stage in lock["stages"].values() for o in stage.get("outs", [])}
     tracked = subprocess.run(["git", "ls-tree", "-r", "--name-only", "HEAD", "reports"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.split()
     files = [rel for rel in tracked if rel in outs]
     assert len(files) > 20
-    stale = [rel for rel in files if hashlib.md5(committed(rel)).hexdigest() != outs[rel]]
+    stale = [rel for rel in files if hashlib.md5(committed_bytes(rel)).hexdigest() != outs[rel]]
     assert not stale, f"committed reports that are not dvc.lock's outputs: {stale}"
