@@ -70,8 +70,12 @@ def in_boxes(points: np.ndarray, boxes: np.ndarray, margin: float = 0.0) -> np.n
     boxes = np.atleast_2d(boxes)
     if len(points) == 0 or len(boxes) == 0:
         return np.zeros(len(points), dtype=bool)
-    lo, hi = boxes[:, None, :3] - margin, boxes[:, None, 3:] + margin
-    return np.any(np.all((points[None] >= lo) & (points[None] <= hi), axis=2), axis=0)
+    out = np.zeros(len(points), dtype=bool)
+    for box in boxes:  # box by box: no (L, N, 3) temporaries
+        lo, hi = box[:3] - margin, box[3:] + margin
+        out |= ((points[:, 0] >= lo[0]) & (points[:, 0] <= hi[0]) & (points[:, 1] >= lo[1]) & (points[:, 1] <= hi[1])
+                & (points[:, 2] >= lo[2]) & (points[:, 2] <= hi[2]))
+    return out
 
 
 def integrate(frames: list[CameraFrame], params: FusionParams):

@@ -28,7 +28,7 @@ from robot.contract.tool_api import Pose
 from robot.perception.cameras import CameraFrame, project
 from robot.perception.fusion import Reconstruction, fit_plane, in_boxes
 from robot.perception.grounding import Detection
-from robot.perception.matching import Match, presence
+from robot.perception.matching import Match, presence_in
 
 VISIBLE_TOL_M = 0.006
 
@@ -56,10 +56,12 @@ class Instance:
         return Pose(tuple(float(v) for v in self.centre), (0.0, 0.0, math.sin(half), math.cos(half)))
 
 
-def visibility(points: np.ndarray, frame: CameraFrame) -> np.ndarray:
-    """(N,) bool: the camera sees the point (in frame, in front, its depth matches the depth image)."""
+def visibility(points: np.ndarray, frame: CameraFrame,
+               projection: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """(N,) bool: the camera sees the point (in frame, in front, its depth matches the depth image). ``projection``:
+    the points' ``project`` into this camera, when the caller has it."""
     spec = frame.spec
-    uv, z = project(points, spec)
+    uv, z = project(points, spec) if projection is None else projection
     with np.errstate(invalid="ignore"):
         inside = (z > 0) & (uv[:, 0] >= 0) & (uv[:, 0] < spec.width) & (uv[:, 1] >= 0) & (uv[:, 1] < spec.height)
     out = np.zeros(len(points), dtype=bool)
@@ -100,13 +102,17 @@ def footprint_yaw(points: np.ndarray) -> float:
 
 
 def segment(recon: Reconstruction, frames: list[CameraFrame], detections: list[list[Detection]],
-            matches: list[Match], params: SegmentationParams) -> dict[str, Instance]:
-    """One instance per label: the best-supported match (most views, then most points) of each label."""
+            matches: list[Match], params: SegmentationParams,
+            vectors: list[list[np.ndarray]] | None = None) -> dict[str, Instance]:
+    """One instance per label: the best-supported match (most views, then most points) of each label. ``vectors``:
+    ``match_views``' presence vectors (``[view][box]``) of the same off-support points, reused instead of projecting
+    every box again."""
     keep = ~recon.support
     points, normals = recon.points[keep], recon.normals[keep]
     if len(points) == 0:
         return {}
-    visible = [visibility(points, f) for f in frames]
+    projections = [project(points, f.spec) for f in frames]
+    visible = [visibility(points, f, projection) for f, projection in zip(frames, projections, strict=True)]
     found: dict[str, Instance] = {}
     for match in matches:
         inside_some = np.zeros(len(points), dtype=bool)
@@ -114,7 +120,8 @@ def segment(recon: Reconstruction, frames: list[CameraFrame], detections: list[l
         for view, box in enumerate(match.boxes):
             if box < 0:
                 continue
-            inside = presence(points, frames[view].spec, detections[view][box].box)
+            inside = (vectors[view][box] if vectors is not None
+                      else presence_in(projections[view], detections[view][box].box))
             inside_some |= visible[view] & inside
             outside_any |= visible[view] & ~inside
         idx = np.nonzero(inside_some & ~outside_any)[0]

@@ -25,7 +25,13 @@ from robot.perception.grounding import Detection
 
 def presence(points: np.ndarray, spec: CameraSpec, box: tuple[float, float, float, float]) -> np.ndarray:
     """(N,) bool: the points whose projection into the camera lies inside the box."""
-    uv, z = project(points, spec)
+    return presence_in(project(points, spec), box)
+
+
+def presence_in(projection: tuple[np.ndarray, np.ndarray], box: tuple[float, float, float, float]) -> np.ndarray:
+    """``presence`` from the points' projection into the camera (``project``'s (uv, z)), computed once per view and
+    shared by all of the view's boxes."""
+    uv, z = projection
     x0, y0, x1, y1 = box
     with np.errstate(invalid="ignore"):
         return (z > 0) & (uv[:, 0] >= x0) & (uv[:, 0] < x1) & (uv[:, 1] >= y0) & (uv[:, 1] < y1)
@@ -93,7 +99,9 @@ def vote(group: tuple[int, ...], detections: list[list[Detection]]) -> tuple[str
 def match_views(points: np.ndarray, specs: list[CameraSpec], detections: list[list[Detection]],
                 min_iou: float = 0.0) -> tuple[list[Match], list[list[np.ndarray]]]:
     """Matched objects across the views, and every box's presence vector (``[view][box]``)."""
-    vectors = [[presence(points, spec, d.box) for d in dets] for spec, dets in zip(specs, detections, strict=True)]
+    projections = [project(points, spec) for spec in specs]
+    vectors = [[presence_in(projection, d.box) for d in dets]
+               for projection, dets in zip(projections, detections, strict=True)]
     matches = []
     for group in match_boxes(vectors, min_iou):
         label, votes = vote(group, detections)

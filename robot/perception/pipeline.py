@@ -72,9 +72,9 @@ class Pipeline:
         recon = fusion.fuse(frames, self.params.fusion, self.bounds(), robot_boxes)
         lap("fuse")
         objects = recon.points[~recon.support]
-        matches, _ = match_views(objects, self.specs, detections, self.params.segmentation.min_iou)
+        matches, vectors = match_views(objects, self.specs, detections, self.params.segmentation.min_iou)
         lap("match")
-        instances = segment(recon, frames, detections, matches, self.params.segmentation)
+        instances = segment(recon, frames, detections, matches, self.params.segmentation, vectors)
         lap("segment")
         planning = scene.build(recon, instances, self.params.fusion.scene_voxel_m) if with_scene else None
         lap("scene")

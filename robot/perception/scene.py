@@ -73,6 +73,19 @@ def merge_voxels(cells: np.ndarray) -> np.ndarray:
     return boxes + np.concatenate([origin, origin])
 
 
+def unique_cells(cells: np.ndarray) -> np.ndarray:
+    """``np.unique(cells, axis=0)`` for (K, 3) integer voxel indices (the same rows, in the same lexicographic order),
+    through one int64 key per row: numpy's row-wise unique sorts a structured view and costs several times more."""
+    if len(cells) == 0:
+        return cells.reshape(0, 3)
+    origin = cells.min(axis=0)
+    extent = cells.max(axis=0) - origin + 1
+    shifted = cells - origin
+    keys = np.unique((shifted[:, 0] * extent[1] + shifted[:, 1]) * extent[2] + shifted[:, 2])
+    rows = np.column_stack([keys // (extent[1] * extent[2]), keys // extent[2] % extent[1], keys % extent[2]])
+    return rows + origin
+
+
 def owners(points: np.ndarray, instances: dict[str, Instance], margin: float) -> np.ndarray:
     """For each off-support point, the index (into sorted instance names) of the smallest instance holding it --
     among its own points, or inside its box grown by ``margin`` (the parts of an object no view could attribute:
@@ -96,6 +109,6 @@ def build(recon: Reconstruction, instances: dict[str, Instance], voxel: float) -
         mine = points[owner == i]
         if len(mine) == 0:
             continue
-        cells = np.unique(np.floor(mine / voxel).astype(int), axis=0)
+        cells = unique_cells(np.floor(mine / voxel).astype(np.int64))
         pieces.append(ScenePiece(name, merge_voxels(cells) * voxel))
     return PlanningScene(pieces, voxel)
