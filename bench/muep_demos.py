@@ -4,11 +4,12 @@
     python bench/muep_demos.py --episodes 96 --workers 1,2,4
     python bench/muep_demos.py --task-runner dask    # the same through Dask's local cluster
     python bench/muep_demos.py --inputs paper        # a sample of the paper-scale run: 24 whole scene instances
+    python bench/muep_demos.py --inputs paper --workers 2 --against DIR   # ... checked against a kept full run
 
 Each run is a fresh Python process with its own throw-away ``EMBP_ROOT``: the repository's ``params.yaml`` with
 ``muep.demos.{episodes, workers, task_runner}`` overridden (what ``dvc exp run -S`` would do), and copies of
-``data/muep/metadata`` and ``data/muep/filter`` made once per invocation by running stages 1-3 through their flows
-in a root of their own (so they always match the current code). The repository's data/ is neither read nor
+``data/muep/metadata``, ``data/muep/filter`` and ``data/muep/alfworld/metadata`` made once per invocation by running
+stages 1-3 through their flows (and the ALFWorld stage's metadata step) in a root of their own (so they always match the current code). The repository's data/ is neither read nor
 written. Every run selects the same episodes (same seed). The flow runs as ``dvc repro`` runs it
 (``python -m flows.muep_demos``): one temporary Prefect server for the stage, shared with the worker processes.
 
@@ -101,6 +102,7 @@ def child() -> None:
         "wall": wall, "workers": demos.workers, "task_runner": demos.task_runner, "batch_size": demos.batch_size,
         "attempted": int(len(index)), "ok": int(report["episodes"]),
         "costs": costs,
+        "episode_costs": {eid: sum(e[c] for c in COSTS) for eps in batches.values() for eid, e in eps.items()},
         "batch_costs": [float(per_batch[b]) for b in _submission_order() if b in per_batch],
         "in_task": sum(b - a for a, b in spans) - float(sum(costs.values())),
         "startup": min((a for a, _ in spans), default=clock) - clock if spans else None,
@@ -169,8 +171,15 @@ def _prepare_inputs(tmp: Path, profile: str | None) -> Path:
     base = tmp / "inputs"
     base.mkdir()
     (base / "params.yaml").write_text(_params(1, 1, "sequential", profile))
+    # and ALFWorld's evaluation states (muep-alfworld's metadata tables, without playing its games): stage 4 reads
+    # them to report that no training state equals one
     code = ("from flows.muep_metadata import muep_metadata; from flows.muep_generate import muep_generate; "
-            "from flows.muep_filter import muep_filter; muep_metadata(); muep_generate(); muep_filter()")
+            "from flows.muep_filter import muep_filter; muep_metadata(); muep_generate(); muep_filter(); "
+            "from tasks.muep import alfworld_games, layout; from tasks.muep.metadata import write_tables; "
+            "from tasks.muep.alfworld_splits import game_metadata, select_games; from tasks.params import load_params; "
+            "games = alfworld_games.read_games(alfworld_games.VALID_ARCHIVE); "
+            "write_tables([game_metadata(g) for g in select_games(games, load_params().muep.alfworld.games)], "
+            "layout.ALFWORLD_METADATA)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(base, tmp / "prefect-inputs"),
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -178,20 +187,32 @@ def _prepare_inputs(tmp: Path, profile: str | None) -> Path:
     return base / "data" / "muep"
 
 
-def stratified_instances(episodes, n_instances: int, strata: list[str]) -> list[str]:
+def floorplan_order(scene: str) -> tuple[int, int, str]:
+    """Sort key of a scene instance name, ``FloorPlan<n>`` or ``FloorPlan<n>-<k>``: floorplan number, then instance."""
+    stem, _, instance = scene.partition("-")
+    number = stem.removeprefix("FloorPlan")
+    return (int(number) if number.isdigit() else -1, int(instance) if instance.isdigit() else 0, scene)
+
+
+def stratified_instances(episodes, n_instances: int, strata: list[str], size: dict[str, float] | None = None
+                         ) -> list[str]:
     """About ``n_instances`` scene instances whose episodes (rows of ``episodes``) hold each stratum (the values of
     the ``strata`` columns, e.g. room type) in the same share as all of ``episodes``. Per stratum, instances are
-    taken evenly spread over its sorted names, as many as bring its episode count closest to its share of the
-    sample (mean episodes per instance x ``n_instances``); every stratum gets at least one."""
+    taken evenly spread (centred) over its names ordered by ``size`` (a per-instance cost proxy; ties and no
+    ``size``: floorplan order, ``FloorPlan7-2`` after ``FloorPlan7-1``, before ``FloorPlan8``), as many as bring its
+    episode count closest to its share of the sample (mean episodes per instance x ``n_instances``); every stratum
+    gets at least one. This is systematic sampling over the proxy: floorplans of one room type differ up to fivefold
+    in cost per episode (kitchens), and the instances of one floorplan cost alike, so picks spread in name order
+    alone came out up to 35 % off the full run's mean cost (issue #19 item 3; bench/README.md)."""
     per_scene = episodes.groupby("scene").size()
     target = n_instances * len(episodes) / len(per_scene)
     picked: list[str] = []
     for _, group in episodes.groupby(strata, sort=True):
-        names = sorted(group.scene.unique(), key=lambda name: (len(name), name))
+        names = sorted(group.scene.unique(), key=lambda name: ((size or {}).get(name, 0.0), floorplan_order(name)))
         want = target * len(group) / len(episodes)
         best: tuple[float, list[str]] = (float("inf"), names[:1])
         for m in range(1, len(names) + 1):
-            chosen = [names[i * len(names) // m] for i in range(m)]
+            chosen = [names[(2 * i + 1) * len(names) // (2 * m)] for i in range(m)]  # centred: not always the first
             gap = abs(sum(per_scene[c] for c in chosen) - want)
             if gap < best[0]:
                 best = (gap, chosen)
@@ -218,12 +239,21 @@ def paper_selection(inputs: Path):
     return select_episodes(accepted, scenes, PAPER_EPISODES, demos.seed), len(accepted)
 
 
+def receptacle_counts(inputs: Path) -> dict[str, float]:
+    """Receptacles per scene instance (stage 1's metadata): the best proxy of an episode's cost known before running
+    (correlation 0.77-0.91 with the full run's per-instance cost within each room type; objects 0.3-0.4)."""
+    import pandas as pd
+
+    scenes = pd.read_parquet(inputs / "metadata" / "scenes.parquet", columns=["scene", "n_receptacles"])
+    return dict(zip(scenes.scene, scenes.n_receptacles.astype(float), strict=True))
+
+
 def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:
     """The task ids of a paper-scale run's selection that belong to about ``n_instances`` scene instances, chosen per
     room type so that the sample holds each room type's share of the episodes (a kitchen episode costs about twice
     another room's), and a note comparing the sample with the paper-scale run."""
     selected, accepted = paper_selection(inputs)
-    picked = stratified_instances(selected, n_instances, ["room_type"])
+    picked = stratified_instances(selected, n_instances, ["room_type"], receptacle_counts(inputs))
     sample = selected[selected.scene.isin(picked)]
     n, names = len(picked), selected.scene.nunique()
     note = (f"sample: {n} of {names} scene instances of the paper-scale selection ({len(selected):,} of "
@@ -236,7 +266,7 @@ def paper_sample(inputs: Path, n_instances: int) -> tuple[list[str], str]:
 def _write_inputs(inputs: Path, root: Path, task_ids: list[str] | None) -> None:
     import pandas as pd
 
-    for sub in ("metadata", "filter"):
+    for sub in ("metadata", "filter", "alfworld/metadata"):
         shutil.copytree(inputs / sub, root / "data" / "muep" / sub)
     if task_ids is not None:
         accepted = root / "data" / "muep" / "filter" / "accepted.parquet"
@@ -340,6 +370,51 @@ def cost_table(results: list[dict]) -> str:
     return _format(headers, rows)
 
 
+def full_run_costs(run: Path):
+    """Per-episode timed cost (s) and room type of a kept paper-profile run (``bench/pipeline.py --profile paper
+    --keep DIR``): its stage-4 run facts joined with its episode index."""
+    import pandas as pd
+
+    facts = run / "reports" / "timings" / "muep-demos.json"
+    index = run / "data" / "muep" / "demos" / "episodes.parquet"
+    for path in (facts, index):
+        if not path.exists():
+            sys.exit(f"--against {run}: {path} does not exist (a kept run of muep-demos is needed)")
+    batches = json.loads(facts.read_text())["batches"]
+    cost = pd.Series({eid: sum(e[c] for c in COSTS) for eps in batches.values() for eid, e in eps.items()},
+                     name="cost")
+    rooms = pd.read_parquet(index, columns=["episode_id", "room_type"]).set_index("episode_id").room_type
+    return pd.concat([cost, rooms], axis=1, join="inner")
+
+
+def against_table(results: list[dict], run: Path) -> str:
+    """The sample's per-episode cost against the full run's (issue #19 item 3), split into the two sources of error:
+    the sample's choice of episodes (the full run's own costs of the sample's episodes against all of its episodes)
+    and this machine and moment (this run's costs against the full run's on the same episodes)."""
+    full = full_run_costs(run)
+    kitchen = lambda frame: f"{100 * (frame.room_type == 'kitchen').mean():.0f}%"  # noqa: E731
+    headers = ["episodes of", "episodes", "kitchens", "timed s/ep", "vs full run"]
+    everything = full.cost.mean()
+    rows = [["full run, all", f"{len(full):,}", kitchen(full), f"{everything:.3f}", ""]]
+    lines = []
+    for r in results:
+        mine = {eid: c for eid, c in r["episode_costs"].items() if eid in full.index}
+        same = full.loc[list(mine)]
+        here = sum(mine.values()) / len(mine)
+        selection, machine = same.cost.mean() / everything - 1, here / same.cost.mean() - 1
+        rows.append([f"full run, sample's ({r['workers']} w)", f"{len(same):,}", kitchen(same),
+                     f"{same.cost.mean():.3f}", f"{100 * selection:+.1f}%"])
+        rows.append([f"this run ({r['workers']} w)", f"{len(mine):,}", kitchen(same), f"{here:.3f}",
+                     f"{100 * (here / everything - 1):+.1f}%"])
+        lines.append(f"{r['workers']} worker(s): the sample's projection is off by {100 * (here / everything - 1):+.1f}% "
+                     f"({'within' if abs(here / everything - 1) <= 0.2 else 'outside'} the 20% asked): "
+                     f"{100 * selection:+.1f}% from which episodes it holds, {100 * machine:+.1f}% from this machine "
+                     f"and moment against the full run's on the same episodes")
+        if len(mine) < len(r["episode_costs"]):
+            lines.append(f"  ({len(r['episode_costs']) - len(mine)} of the sample's episodes are not in the full run)")
+    return _format(headers, rows) + "\n" + "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", default="default", choices=("default", "paper"),
@@ -356,8 +431,12 @@ def main() -> None:
                         "with every worker count, in one invocation (A/B against e.g. a `git archive` of an older "
                         "commit); default: this checkout")
     parser.add_argument("--keep", action="store_true", help="keep the temporary roots")
+    parser.add_argument("--against", type=Path, default=None, help="a kept paper-profile run (bench/pipeline.py "
+                        "--profile paper --keep DIR): compare the sample's per-episode cost with the full run's")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.against and args.inputs != "paper":
+        parser.error("--against compares a paper-scale sample: give --inputs paper")
     if args.child:
         # A script's sys.path starts with its own directory, not the checkout: without this the flow would import
         # whatever `tasks` the environment has installed (an editable install may point at another checkout).
@@ -399,6 +478,10 @@ def main() -> None:
     print()
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(note)
+    if args.against:
+        print()
+        print(f"against the full run in {args.against} (issue #19 item 3)")
+        print(against_table(results, args.against))
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, load average "
           f"{load_start} at the start, {load} at the end, {time.strftime('%Y-%m-%d %H:%M')}; overhead = flow wall x "
           f"workers / sum of per-episode costs (goal <= 1.25); paper h proj = start-up + teardown once + "

@@ -30,10 +30,11 @@ from robot.perception.cameras import (
     look_at,
     project,
 )
+from robot.perception.fusion import in_boxes
 from robot.perception.grasp_backends import create_grasp_backend
 from robot.perception.grounding import Detection, assign_names, create_grounder, phrase
 from robot.perception.matching import iou, match_boxes, match_views, vote
-from robot.perception.scene import merge_voxels
+from robot.perception.scene import merge_voxels, unique_cells
 
 # ------------------------------------------------------------------------------------------------ cameras
 
@@ -171,6 +172,27 @@ def test_merged_voxel_boxes_cover_exactly_the_occupied_voxels(cells):
     assert len(covered) == len(set(covered))  # no voxel twice
     assert set(covered) == {tuple(c) for c in cells.tolist()}
     assert len(boxes) <= len(cells)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(-40, 40), st.integers(-3, 300), st.integers(-9, 4)), max_size=80))
+def test_unique_cells_equals_numpys_row_unique(cells):
+    cells = np.array(cells, dtype=np.int64).reshape(-1, 3)
+    expected = np.unique(cells, axis=0)
+    assert np.array_equal(unique_cells(cells), expected)
+
+
+def test_point_in_boxes_equals_the_broadcast_definition():
+    rng = np.random.default_rng(3)
+    points = rng.uniform(-1, 1, (500, 3))
+    boxes = np.sort(rng.uniform(-1, 1, (7, 2, 3)), axis=1).reshape(7, 6)
+    lo, hi = boxes[:, None, :3] - 0.02, boxes[:, None, 3:] + 0.02
+    expected = np.any(np.all((points[None] >= lo) & (points[None] <= hi), axis=2), axis=0)
+    assert expected.any() and not expected.all()
+    assert np.array_equal(in_boxes(points, boxes, 0.02), expected)
+    assert np.array_equal(in_boxes(points, boxes[0], 0.02), expected_one := np.all(
+        (points >= boxes[0, :3] - 0.02) & (points <= boxes[0, 3:] + 0.02), axis=1)) and expected_one.any()
+    assert not in_boxes(points, np.zeros((0, 6))).any() and len(in_boxes(np.zeros((0, 3)), boxes)) == 0
 
 
 def test_a_solid_slab_merges_into_one_box():

@@ -76,6 +76,22 @@ def test_fused_boxes_lie_within_a_few_centimetres_of_the_true_boxes(sim, tasks, 
     assert len(triangles) > 100 and np.all(vertices[np.unique(triangles)][:, 2] >= sim.world.table.height - 0.02)
 
 
+def test_segmentation_reusing_the_matchers_presence_vectors_finds_the_same_instances(sim, tasks):
+    """The pipeline hands match_views' per-box presence vectors to segment instead of projecting every box again;
+    the instances must be those segment finds on its own."""
+    from robot.perception.instances import segment
+
+    _load(sim, tasks["Moderate_1"].world)
+    names = [n for n in sim.model_names() if n != "table" and not n.startswith("cabinet")]
+    params = PipelineParams()
+    result = Pipeline(sim, params, 0).run(names)
+    alone = segment(result.reconstruction, result.frames, result.detections, result.matches, params.segmentation)
+    assert sorted(alone) == sorted(result.instances) and len(alone) >= len(names)
+    for name, inst in alone.items():
+        assert np.array_equal(inst.indices, result.instances[name].indices)
+        assert np.array_equal(inst.box, result.instances[name].box)
+
+
 def test_drawer_joint_handle_and_front_normal_come_from_the_points(sim, catalog):
     trial = shapes.drawer_trial(catalog["gelatin_box"], catalog[shapes.CABINET_ASSET], WorldsParams())
     _load(sim, trial.world)
