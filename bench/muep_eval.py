@@ -272,7 +272,8 @@ def test_sample(inputs: Path, n_instances: int) -> tuple[list[str], str, int]:
     per (room type, split); a note; the paper-scale run's test episodes."""
     selected, _ = muep_demos.paper_selection(inputs)
     tests = selected[selected.split != "train"].copy()
-    picked = muep_demos.stratified_instances(tests, n_instances, ["room_type", "split"])
+    picked = muep_demos.stratified_instances(tests, n_instances, ["room_type", "split"],
+                                             muep_demos.receptacle_counts(inputs))
     sample = tests[tests.scene.isin(picked)]
     names = tests.scene.nunique()
     note = (f"sample: {len(picked)} of {names} scene instances with test episodes in the paper-scale selection, all "

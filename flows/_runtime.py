@@ -123,6 +123,10 @@ def shared_prefect_server():
             os.environ.pop("PREFECT_API_URL", None)
 
 
+STAGE_BORN: float | None = None
+"""Set in a fork of the warm stage host (flows/_stage_host.py): when the stage's own process started."""
+
+
 def record_overhead(ready: float, ended: float) -> None:
     """Add to the run facts this process wrote what the process took around the stage's own work:
     ``process_s`` (interpreter start to flow end), ``startup_s`` (interpreter, imports, params check, Prefect server
@@ -132,7 +136,7 @@ def record_overhead(ready: float, ended: float) -> None:
     from core.io import write_json
     from tasks.progress import FACTS_WRITTEN
 
-    born = psutil.Process().create_time()
+    born = STAGE_BORN or psutil.Process().create_time()
     for path in FACTS_WRITTEN:
         try:
             facts = json.loads(path.read_text())

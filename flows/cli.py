@@ -84,7 +84,8 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     import os
     import subprocess
 
-    from flows import _prefect_server
+    from flows import _prefect_server, _stage_host
+    from tasks import paths
     from tasks.summary import render
 
     try:
@@ -95,7 +96,8 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     typer.echo(f"$ {shlex.join(cmd)}", err=True)
     env = os.environ | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     try:
-        code = subprocess.run(cmd, env=env).returncode
+        with _stage_host.hosting(paths.ROOT, env) as env:  # stages fork from one warm process: no import per stage
+            code = subprocess.run(cmd, env=env).returncode
     finally:
         _prefect_server.stop()
     if summary:
