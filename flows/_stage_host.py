@@ -234,12 +234,12 @@ def _run_child(conn: socket.socket, request: dict, fds: list[int], closing: list
             os.kill(os.getpid(), signal.SIGKILL)
 
         threading.Thread(target=_watch, name="embp-stage-watch", daemon=True).start()
-        from flows import _runtime
+        import flows._runtime as runtime
 
         with contextlib.suppress(Exception):
             import psutil
 
-            _runtime.STAGE_BORN = psutil.Process(client).create_time()  # startup_s from the real process start
+            runtime.STAGE_BORN = psutil.Process(client).create_time()  # startup_s from the real process start
         sys.argv = [request["module"], *request["args"]]
         try:
             runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
