@@ -21,8 +21,10 @@ What keeps a fork from being a different run than a cold start:
   fork starts from freshly imported modules, as a cold process would.
 * **Dies with the stage's process.** A thread in the fork reads the socket; when the waiting process disappears,
   SIGKILL included, the fork kills itself with SIGKILL too, and the robot pool it started follows (robot/lifetime.py).
-  Signals the waiting process receives (Ctrl-C, DVC's SIGTERM) are passed on to the fork.
-* **Dies with ``embp run``.** The host exits when its parent does, or when told to (``stop``).
+  Signals sent to the waiting process (DVC's SIGTERM, a ``kill``) are passed on to the fork; a Ctrl-C in the
+  terminal reaches the fork directly, as it is in the stage's process group.
+* **Ends with ``embp run``.** The host exits when ``embp run`` stops it or dies; a stage still running then goes on
+  (its exit code comes from the fork itself).
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ def delegate(path: str, module: str, args: list[str]) -> int | None:
 
     def _forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
+            if signum in (signal.SIGINT, signal.SIGQUIT) and os.getpgid(pid) == os.getpgrp():
+                return  # from the terminal: the fork, in this process group, has it already
             os.kill(pid, signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
@@ -259,6 +263,8 @@ def _run_child(conn: socket.socket, request: dict, fds: list[int], closing: list
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
+        with contextlib.suppress(Exception):
+            _send(conn, {"exit": code})  # first-hand, should the host be gone; it sends the status again
         os._exit(code)
 
 
@@ -288,7 +294,7 @@ def serve(path: Path) -> int:
     stopping = []
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
-    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the run is for its stages; embp run stops the host
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
@@ -333,12 +339,9 @@ def serve(path: Path) -> int:
                     with contextlib.suppress(OSError):
                         _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
                     conn.close()
-    finally:
+    finally:  # a stage still running goes on: it lives and dies with its own process, which has its exit code
         listener.close()
         path.unlink(missing_ok=True)
-        for pid in running:  # a stage still running when the host is stopped: it ends with it
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
     return 0
 
 

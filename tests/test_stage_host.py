@@ -28,6 +28,9 @@ PROBE = textwrap.dedent("""
     sys.stdout.flush()
     if "sleep" in sys.argv:
         time.sleep(120)
+    if "nap" in sys.argv:
+        time.sleep(3)
+        sys.exit(5)
     if "fail" in sys.argv:
         raise ValueError("probe failed")
     sys.exit(int(sys.argv[1]) if sys.argv[1:] and sys.argv[1].isdigit() else 0)
@@ -127,6 +130,33 @@ def test_a_signal_to_the_stages_process_reaches_the_fork_and_its_code_comes_back
     proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGTERM
     assert _gone(pid, 5)
+
+
+def test_a_ctrl_c_in_the_stages_process_group_interrupts_the_fork_once(host, tmp_path):
+    env, _ = host
+    out = tmp_path / "probe.txt"
+    proc = _client(env, out, "sleep", process_group=0)
+    pid, pgid = _probe_pid(out)
+    assert pgid == proc.pid
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal does: the whole foreground group
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and stderr.count("KeyboardInterrupt") <= 1
+    assert _gone(pid, 5)
+
+
+def test_a_stage_outlives_a_stopped_host_and_keeps_its_exit_code(tmp_path):
+    probe_dir = tmp_path / "probe"
+    probe_dir.mkdir()
+    (probe_dir / "stage_probe.py").write_text(PROBE)
+    env = os.environ | {"PROBE_VAR": "x", "PYTHONPATH": str(probe_dir)}
+    env.pop(_stage_host.ENV, None)
+    out = tmp_path / "probe.txt"
+    with _stage_host.hosting(tmp_path, env) as run_env:
+        proc = _client(run_env, out, "nap")
+        _probe_pid(out)
+    # the host is gone (embp run stopped it); the stage ends on its own and its code still comes back
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 5, stderr
 
 
 def test_a_changed_project_file_is_declined(tmp_path):
