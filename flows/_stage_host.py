@@ -63,7 +63,8 @@ def _send(sock: socket.socket, message: dict, fds: list[int] | None = None) -> N
     data = json.dumps(message).encode()
     payload = struct.pack("!I", len(data)) + data
     if fds:
-        sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        sent = sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        sock.sendall(payload[sent:])  # the descriptors went with the first part; the rest as a stream
     else:
         sock.sendall(payload)
 

@@ -43,7 +43,9 @@ def host(tmp_path_factory):
     root = tmp_path_factory.mktemp("root")
     probe_dir = tmp_path_factory.mktemp("probe")
     (probe_dir / "stage_probe.py").write_text(PROBE)
-    env = os.environ | {"PROBE_VAR": "from-the-run", "PYTHONPATH": str(probe_dir)}
+    # a large environment too: the hand-over is one message, longer than a socket takes at once
+    big = {f"PROBE_BIG_{i}": "x" * 100_000 for i in range(3)}  # (one variable may not exceed 128 KiB)
+    env = os.environ | {"PROBE_VAR": "from-the-run", "PYTHONPATH": str(probe_dir)} | big
     env.pop(_stage_host.ENV, None)
     with _stage_host.hosting(root, env) as run_env:
         assert _stage_host.ENV in run_env, (root / ".dvc" / "tmp" / "embp-stage-host" / "host.log").read_text()
