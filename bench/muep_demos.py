@@ -9,9 +9,9 @@
 Each run is a fresh Python process with its own throw-away ``EMBP_ROOT``: the repository's ``params.yaml`` with
 ``muep.demos.{episodes, workers, task_runner}`` overridden (what ``dvc exp run -S`` would do), and copies of
 ``data/muep/metadata``, ``data/muep/filter`` and ``data/muep/alfworld/metadata`` made once per invocation by running
-stages 1-3 through their flows (and the ALFWorld stage's metadata step) in a root of their own (so they always match the current code). The repository's data/ is neither read nor
-written. Every run selects the same episodes (same seed). The flow runs as ``dvc repro`` runs it
-(``python -m flows.muep_demos``): one temporary Prefect server for the stage, shared with the worker processes.
+stages 1-3 through their flows (and the ALFWorld stage's metadata step) in a root of their own (so they always match
+the current code). The repository's data/ is neither read nor written. Every run selects the same episodes (same
+seed). The flow runs as ``dvc repro`` runs it (``python -m flows.muep_demos``): one temporary Prefect server for the stage, shared with the worker processes.
 
 ``--inputs paper`` runs stages 1-3 with ``profiles/paper.yaml`` (3 instances per floorplan, ~19.6k accepted tasks),
 takes the 15,000 episodes a paper-scale run selects, and keeps those of ``--scene-instances`` scene instances spread
@@ -102,12 +102,17 @@ def child() -> None:
         "wall": wall, "workers": demos.workers, "task_runner": demos.task_runner, "batch_size": demos.batch_size,
         "attempted": int(len(index)), "ok": int(report["episodes"]),
         "costs": costs,
-        "episode_costs": {eid: sum(e[c] for c in COSTS) for eps in batches.values() for eid, e in eps.items()},
+        "episode_costs": episode_costs(batches),
         "batch_costs": [float(per_batch[b]) for b in _submission_order() if b in per_batch],
         "in_task": sum(b - a for a, b in spans) - float(sum(costs.values())),
         "startup": min((a for a, _ in spans), default=clock) - clock if spans else None,
         "teardown": clock + wall - max(b for _, b in spans) if spans else None,
     }))
+
+
+def episode_costs(batches: dict) -> dict[str, float]:
+    """Timed seconds per episode from stage 4's run facts (``batches``: batch -> episode -> cost name -> s)."""
+    return {eid: sum(e[c] for c in COSTS) for eps in batches.values() for eid, e in eps.items()}
 
 
 def _submission_order() -> list[str]:
@@ -381,8 +386,7 @@ def full_run_costs(run: Path):
         if not path.exists():
             sys.exit(f"--against {run}: {path} does not exist (a kept run of muep-demos is needed)")
     batches = json.loads(facts.read_text())["batches"]
-    cost = pd.Series({eid: sum(e[c] for c in COSTS) for eps in batches.values() for eid, e in eps.items()},
-                     name="cost")
+    cost = pd.Series(episode_costs(batches), name="cost")
     rooms = pd.read_parquet(index, columns=["episode_id", "room_type"]).set_index("episode_id").room_type
     return pd.concat([cost, rooms], axis=1, join="inner")
 
@@ -402,12 +406,13 @@ def against_table(results: list[dict], run: Path) -> str:
         same = full.loc[list(mine)]
         here = sum(mine.values()) / len(mine)
         selection, machine = same.cost.mean() / everything - 1, here / same.cost.mean() - 1
+        total = here / everything - 1
         rows.append([f"full run, sample's ({r['workers']} w)", f"{len(same):,}", kitchen(same),
                      f"{same.cost.mean():.3f}", f"{100 * selection:+.1f}%"])
         rows.append([f"this run ({r['workers']} w)", f"{len(mine):,}", kitchen(same), f"{here:.3f}",
-                     f"{100 * (here / everything - 1):+.1f}%"])
-        lines.append(f"{r['workers']} worker(s): the sample's projection is off by {100 * (here / everything - 1):+.1f}% "
-                     f"({'within' if abs(here / everything - 1) <= 0.2 else 'outside'} the 20% asked): "
+                     f"{100 * total:+.1f}%"])
+        lines.append(f"{r['workers']} worker(s): the sample's projection is off by {100 * total:+.1f}% "
+                     f"({'within' if abs(total) <= 0.2 else 'outside'} the 20% asked): "
                      f"{100 * selection:+.1f}% from which episodes it holds, {100 * machine:+.1f}% from this machine "
                      f"and moment against the full run's on the same episodes")
         if len(mine) < len(r["episode_costs"]):
