@@ -116,11 +116,25 @@ def shared_prefect_server():
 
     with lease() as url, temporary_settings(updates={PREFECT_API_URL: url}):
         os.environ["PREFECT_API_URL"] = url  # for the stage's worker processes
+        _refresh_global_settings()  # and for threads that start without this context
         try:
             yield
         finally:
             _drain_prefect_workers()  # send the last run logs and events while the server still listens
             os.environ.pop("PREFECT_API_URL", None)
+            _refresh_global_settings()
+
+
+def _refresh_global_settings() -> None:
+    """Rebuild Prefect's process-wide settings from the environment. Threads that Prefect starts without copying
+    the caller's context (the process pool task runner's message forwarder, the events worker) read these, made at
+    import time without ``PREFECT_API_URL``: they would start Prefect's temporary API server, seconds of a 2-core
+    machine, in every stage with a process pool."""
+    from prefect import context
+
+    refresh = getattr(context, "refresh_global_settings_context", None)
+    if refresh is not None:
+        refresh()
 
 
 STAGE_BORN: float | None = None

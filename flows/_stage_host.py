@@ -261,12 +261,26 @@ def _run_child(conn: socket.socket, request: dict, fds: list[int], closing: list
             traceback.print_exc()
             code = 1
     finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
+        _finalize()
         with contextlib.suppress(Exception):
             _send(conn, {"exit": code})  # first-hand, should the host be gone; it sends the status again
         os._exit(code)
+
+
+def _finalize() -> None:
+    """What the interpreter does at the end of a cold ``python -m`` before it exits, which ``os._exit`` skips: wait
+    for the stage's non-daemon threads, run its ``atexit`` handlers (Prefect stops a temporary API server it started
+    there; without them such a server outlives the stage and holds its output pipes open), flush the streams."""
+    import atexit
+    import threading
+
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]  # the join Py_Finalize does first
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()  # prints a failing handler's traceback itself, as at a normal exit
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 class _Fd:

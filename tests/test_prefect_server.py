@@ -19,16 +19,24 @@ pytestmark = pytest.mark.prefect
 ROOT = Path(__file__).resolve().parent.parent
 
 STAGE = textwrap.dedent("""
-    import json, os, sys
+    import json, os, sys, threading
     from flows._runtime import shared_prefect_server
     from prefect import flow
+    from prefect.settings import get_current_settings
 
     @flow(name="probe")
     def probe():
         return os.environ["PREFECT_API_URL"]
 
+    def bare_thread_url():  # as Prefect's own threads see it (the process pool's forwarder): no copied context
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(get_current_settings().api.url))
+        thread.start()
+        thread.join()
+        return seen[0]
+
     with shared_prefect_server():
-        print(json.dumps({"url": probe(), "server": json.load(open(sys.argv[1]))}))
+        print(json.dumps({"url": probe(), "server": json.load(open(sys.argv[1])), "thread_url": bare_thread_url()}))
 """)
 
 
@@ -46,6 +54,8 @@ def test_stages_share_one_server_that_stops_when_idle(tmp_path):
     first = _stage(tmp_path, state)
     second = _stage(tmp_path, state)
     assert first["url"] == second["url"] == first["server"]["url"]
+    # Prefect's threads see it too: else the events worker starts Prefect's temporary server in such a thread
+    assert first["thread_url"] == first["url"]
     assert first["server"]["pid"] == second["server"]["pid"]
     pid = first["server"]["pid"]
     deadline = time.monotonic() + 60

@@ -33,6 +33,12 @@ PROBE = textwrap.dedent("""
         sys.exit(5)
     if "fail" in sys.argv:
         raise ValueError("probe failed")
+    if "atexit" in sys.argv:  # as Prefect's temporary server: a child on the stage's streams, stopped at exit
+        import atexit, subprocess, threading
+        child = subprocess.Popen(["sleep", "300"])
+        atexit.register(child.kill)
+        atexit.register(print, "atexit ran", flush=True)
+        threading.Thread(target=lambda: (time.sleep(0.5), print("thread joined", flush=True))).start()
     sys.exit(int(sys.argv[1]) if sys.argv[1:] and sys.argv[1].isdigit() else 0)
 """)
 
@@ -102,6 +108,17 @@ def test_an_uncaught_exception_prints_its_traceback_and_exits_1(host, tmp_path):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "ValueError: probe failed" in stderr and "Traceback" in stderr
+
+
+def test_the_fork_exits_as_an_interpreter_does_threads_joined_and_atexit_handlers_run(host, tmp_path):
+    """A cold ``python -m`` joins its threads and runs its atexit handlers before it exits; a fork must too, or a
+    child process they stop (Prefect's temporary server) lives on holding the stage's pipes: DVC, and whoever reads
+    ``embp run``'s output, then wait for ever."""
+    env, _ = host
+    proc = _client(env, tmp_path / "probe.txt", "atexit")
+    stdout, stderr = proc.communicate(timeout=60)  # returns only once no process holds the pipes
+    assert proc.returncode == 0, stderr
+    assert stdout.index("thread joined") < stdout.index("atexit ran")
 
 
 def test_another_environment_runs_cold(host, tmp_path):
