@@ -93,3 +93,31 @@ def test_unusable_catalog_is_an_error_even_when_lenient():
 
 def test_catalog_file_is_where_the_loader_looks():
     assert CATALOG_FILE.name == "assets.yaml" and CATALOG_FILE.exists()
+
+
+def test_a_file_is_parsed_once_per_version_and_each_caller_gets_its_own_catalog(tmp_path):
+    """A robot runner builds its tools every episode: the catalog is parsed once per file version (a changed file is
+    read again), and a caller that edits its copy does not edit another's."""
+    path = tmp_path / "assets.yaml"
+    path.write_text(GOOD)
+    first, second = load_catalog(path), load_catalog(path)
+    assert first is not second and first.assets == second.assets
+    del first.assets["apple"]
+    assert "apple" in load_catalog(path).assets
+    path.write_text(GOOD.replace("sugar_box, kind", "cracker_box, kind").replace("sugar_box]", "cracker_box]"))
+    assert "cracker_box" in load_catalog(path).assets and "sugar_box" not in load_catalog(path).assets
+    path.unlink()
+    with pytest.raises(DataError, match="not found"):
+        load_catalog(path)
+
+
+def test_invalid_yaml_reads_as_pyyamls_own_message_with_its_line():
+    """The fast (libyaml) loader's errors are not shown: the document is read again by PyYAML's parser."""
+    import yaml
+
+    text = GOOD + "  - {name: [unclosed\n"
+    with pytest.raises(yaml.YAMLError) as own:
+        yaml.safe_load(text)
+    with pytest.raises(DataError) as ours:
+        parse_catalog(text)
+    assert str(own.value) in str(ours.value) and "line 7" in str(ours.value)
