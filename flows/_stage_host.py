@@ -19,6 +19,9 @@ What keeps a fork from being a different run than a cold start:
   one changed since, it refuses, and exits (the next run starts a new one).
 * **Nothing ran yet.** The host only imports; it runs no flow and holds no thread, connection or event loop, so each
   fork starts from freshly imported modules, as a cold process would.
+* **Ends as an interpreter ends.** After the module, the fork joins its threads and runs its ``atexit`` handlers
+  (what ``os._exit`` would skip), so what a stage started and stops at exit (Prefect's temporary server) does not
+  outlive it holding the stage's streams.
 * **Dies with the stage's process.** A thread in the fork reads the socket; when the waiting process disappears,
   SIGKILL included, the fork kills itself with SIGKILL too, and the robot pool it started follows (robot/lifetime.py).
   Signals sent to the waiting process (DVC's SIGTERM, a ``kill``) are passed on to the fork; a Ctrl-C in the
