@@ -11,7 +11,8 @@ Each run is a fresh Python process with its own throw-away ``EMBP_ROOT``: the re
 ``data/muep/metadata``, ``data/muep/filter`` and ``data/muep/alfworld/metadata`` made once per invocation by running
 stages 1-3 through their flows (and the ALFWorld stage's metadata step) in a root of their own (so they always match
 the current code). The repository's data/ is neither read nor written. Every run selects the same episodes (same
-seed). The flow runs as ``dvc repro`` runs it (``python -m flows.muep_demos``): one temporary Prefect server for the stage, shared with the worker processes.
+seed). The flow runs as ``dvc repro`` runs it (``python -m flows.muep_demos``): on the run's shared Prefect server
+(``flows/_prefect_server.py``), which the worker processes use too.
 
 ``--inputs paper`` runs stages 1-3 with ``profiles/paper.yaml`` (3 instances per floorplan, ~19.6k accepted tasks),
 takes the 15,000 episodes a paper-scale run selects, and keeps those of ``--scene-instances`` scene instances spread

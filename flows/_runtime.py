@@ -130,11 +130,9 @@ def _refresh_global_settings() -> None:
     the caller's context (the process pool task runner's message forwarder, the events worker) read these, made at
     import time without ``PREFECT_API_URL``: they would start Prefect's temporary API server, seconds of a 2-core
     machine, in every stage with a process pool."""
-    from prefect import context
+    from prefect.context import refresh_global_settings_context
 
-    refresh = getattr(context, "refresh_global_settings_context", None)
-    if refresh is not None:
-        refresh()
+    refresh_global_settings_context()
 
 
 STAGE_BORN: float | None = None
