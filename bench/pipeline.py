@@ -3,6 +3,7 @@
     python bench/pipeline.py                    # the default pipeline in a fresh copy (outputs regenerated)
     python bench/pipeline.py --profile paper    # a profile (`embp run --profile paper`), same table
     python bench/pipeline.py --keep DIR         # keep the copy in DIR (to look at its outputs)
+    python bench/pipeline.py --jobs 1           # one stage at a time (a plain `dvc repro` under `embp run`)
     python bench/pipeline.py --profile paper muep-leaderboard   # only these stages and what they depend on
 
 The copy is the tests' (tests/repo_copy.py): the repository's tracked and untracked-but-not-ignored files, minus
@@ -17,8 +18,10 @@ writes (``reports/timings/<stage>.json``, see flows/_runtime.record_overhead):
   included for the first stage, or after the server's idle exit);
 * ``overhead s`` = process - work: what orchestration adds to the stage (imports, Prefect's run bookkeeping).
 
-``dvc + rest`` is the whole run's wall time minus the sum of the stage processes: DVC's own hashing and lock writing,
-interpreter exits, and the server start where no stage waited for it.
+``from s`` / ``to s``: when the stage's ``dvc repro`` started and ended, from the start of the run (``embp run``
+runs independent stages side by side: ``reports/timings/embp-run.json``). With one stage at a time (``embp run
+--jobs 1``), ``dvc + rest`` is the whole run's wall time minus the sum of the stage processes: DVC's own hashing and
+lock writing, interpreter exits, and the server start where no stage waited for it.
 """
 
 from __future__ import annotations
@@ -38,14 +41,15 @@ sys.path.insert(0, str(REPO / "tests"))
 from repo_copy import copy_repo  # noqa: E402 - the tests' copy of a fresh clone, so the bench runs what CI runs
 
 
-def run_pipeline(work: Path, profile: str | None, targets: list[str]) -> tuple[float, str]:
+def run_pipeline(work: Path, profile: str | None, targets: list[str], jobs: int | None = None) -> tuple[float, str]:
     bin_dir = str(Path(sys.executable).parent)
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
                         "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
                         "PREFECT_HOME": str(work / ".prefect-home")}
     for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
         env.pop(key, None)
-    cmd = [str(Path(bin_dir) / "embp"), "run"] + (["--profile", profile] if profile else []) + targets
+    cmd = ([str(Path(bin_dir) / "embp"), "run"] + (["--profile", profile] if profile else [])
+           + (["--jobs", str(jobs)] if jobs else []) + targets)
     log = work / "bench-pipeline.log"      # the run's output as it goes (`tail -f` it on a long run)
     start = time.perf_counter()
     with log.open("w") as out:
@@ -58,8 +62,12 @@ def run_pipeline(work: Path, profile: str | None, targets: list[str]) -> tuple[f
 
 
 def stage_rows(work: Path, output: str) -> list[dict]:
-    """One row per stage that ran, in the order DVC ran them."""
-    order = [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage '")]
+    """One row per stage that ran, in the order they started; with ``embp run``'s timeline
+    (``reports/timings/embp-run.json``), when each stage's ``dvc repro`` started and ended."""
+    order = [line.split("Running stage '")[1].split("'")[0] for line in output.splitlines()
+             if "Running stage '" in line]
+    timeline_file = work / "reports/timings/embp-run.json"
+    timeline = json.loads(timeline_file.read_text())["stages"] if timeline_file.exists() else {}
     rows = []
     for stage in order:
         # foreach stages (muep-train-tiny@opt-6.7b) write their facts as the flow's own name (muep-train@opt-6.7b)
@@ -68,7 +76,8 @@ def stage_rows(work: Path, output: str) -> list[dict]:
             candidates.append(work / "reports/timings" / f"muep-train@{stage.split('@')[1]}.json")
         facts = next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
         rows.append({"stage": stage, "work_s": facts.get("wall_s"), "process_s": facts.get("process_s"),
-                     "startup_s": facts.get("startup_s"), "overhead_s": facts.get("overhead_s")})
+                     "startup_s": facts.get("startup_s"), "overhead_s": facts.get("overhead_s"),
+                     "start_s": timeline.get(stage, {}).get("start_s"), "end_s": timeline.get(stage, {}).get("end_s")})
     return rows
 
 
@@ -80,10 +89,11 @@ def print_table(rows: list[dict], wall: float, profile: str | None, targets: lis
     print(f"pipeline: {'default' if not profile else 'profile ' + profile}"
           f"{'; targets ' + ' '.join(targets) if targets else ''}; {os.cpu_count()} cores; "
           f"python {platform.python_version()}; {time.strftime('%Y-%m-%d')}")
-    print(f"{'stage':34s} {'work s':>8s} {'process s':>10s} {'startup s':>10s} {'overhead s':>11s}")
+    print(f"{'stage':34s} {'work s':>8s} {'process s':>10s} {'startup s':>10s} {'overhead s':>11s} "
+          f"{'from s':>7s} {'to s':>7s}")
     for r in rows:
         print(f"{r['stage']:34s} {_f(r['work_s']):>8s} {_f(r['process_s']):>10s} {_f(r['startup_s']):>10s} "
-              f"{_f(r['overhead_s']):>11s}")
+              f"{_f(r['overhead_s']):>11s} {_f(r['start_s']):>7s} {_f(r['end_s']):>7s}")
     measured = [r for r in rows if r["process_s"] is not None]
     processes = sum(r["process_s"] for r in measured)
     overheads = sorted(r["overhead_s"] for r in measured)
@@ -91,13 +101,20 @@ def print_table(rows: list[dict], wall: float, profile: str | None, targets: lis
     if overheads:
         median = overheads[len(overheads) // 2]
         print(f"overhead per stage: median {median:.2f} s, max {overheads[-1]:.2f} s over {len(overheads)} stages")
-    print(f"dvc + rest: {wall - processes:.1f} s; whole run: {wall:.1f} s ({wall / 60:.1f} min)")
+    spans = [(r["start_s"], r["end_s"]) for r in rows if r["start_s"] is not None and r["end_s"] is not None]
+    if spans:   # stages side by side: the sum of the processes exceeds the wall time
+        print(f"stages side by side: {processes:.1f} s of stage processes in {wall:.1f} s of run "
+              f"({processes / wall:.2f} at once on average)")
+        print(f"whole run: {wall:.1f} s ({wall / 60:.1f} min)")
+    else:
+        print(f"dvc + rest: {wall - processes:.1f} s; whole run: {wall:.1f} s ({wall / 60:.1f} min)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default=None, help="a profile name (profiles/<name>.yaml), as `embp run`")
     parser.add_argument("--keep", type=Path, default=None, help="run in this folder (created) and keep it")
+    parser.add_argument("--jobs", type=int, default=None, help="stages at once (`embp run --jobs`; default: one per core)")
     parser.add_argument("targets", nargs="*", help="stages to run with what they depend on (default: all)")
     args = parser.parse_args()
     if args.keep:
@@ -108,7 +125,7 @@ def main() -> None:
         work = Path(cleanup.name)
     try:
         copy_repo(work)
-        wall, output = run_pipeline(work, args.profile, args.targets)
+        wall, output = run_pipeline(work, args.profile, args.targets, args.jobs)
         print_table(stage_rows(work, output), wall, args.profile, args.targets)
     finally:
         if cleanup is not None:

@@ -1,6 +1,6 @@
 """``embp``: the project's command line. Every stage is also ``python -m flows.<name>``; this is the same code.
 
-    embp run                          # dvc repro on params.yaml, then the summary of both pipelines
+    embp run                          # dvc repro on params.yaml (independent stages side by side), then the summary
     embp run --profile paper          # the same as a DVC experiment with profiles/paper.yaml applied
     embp summary                      # the summary of the last run's reports
     embp params check                 # validate params.yaml, print the resolved values
@@ -77,27 +77,46 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
         = None,
         force: Annotated[bool, typer.Option("--force", help="Rerun the stages even if they are up to date.")]
         = False,
+        jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Stages at once (default: one per "
+                                                    "CPU core; 1: a plain `dvc repro`).")] = None,
         summary: Annotated[bool, typer.Option(help="Print the summary at the end.")] = True) -> None:
-    """Run the pipeline: `dvc repro` (with a profile: `dvc exp run` with its overrides), then the summary.
+    """Run the pipeline: independent stages side by side, each through `dvc repro` (with a profile: `dvc exp run`
+    with its overrides, one stage at a time), then the summary.
 
     All stages share one Prefect server, stopped at the end."""
     import os
     import subprocess
 
-    from flows import _prefect_server, _stage_host
+    from flows import _parallel, _prefect_server, _stage_host
     from tasks import paths
     from tasks.summary import render
 
+    jobs = jobs or _parallel.default_jobs()
     try:
         cmd = ["dvc", "exp", "run", *_set_params(profile)] if profile else ["dvc", "repro"]
     except PipelineError as exc:
         _fail(exc)
     cmd += (["--force"] if force else []) + list(targets or [])
-    typer.echo(f"$ {shlex.join(cmd)}", err=True)
+    parallel = jobs > 1 and not profile
+    if parallel:
+        typer.echo(f"$ {shlex.join(cmd)}  # {jobs} stages at once: dvc --wait-for-lock repro --single-item STAGE",
+                   err=True)
+    else:
+        typer.echo(f"$ {shlex.join(cmd)}", err=True)
     env = os.environ | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     try:
         with _stage_host.hosting(paths.ROOT, env) as env:  # stages fork from one warm process: no import per stage
-            code = subprocess.run(cmd, env=env).returncode
+            if parallel:
+                from dvc.exceptions import DvcException
+
+                try:
+                    the_plan = _parallel.plan(paths.ROOT, targets, force)
+                except DvcException as exc:
+                    typer.echo(f"ERROR: {exc}", err=True)
+                    raise typer.Exit(1) from None
+                code = _parallel.run(paths.ROOT, the_plan, jobs, env, force=force)
+            else:
+                code = subprocess.run(cmd, env=env).returncode
     finally:
         _prefect_server.stop()
     if summary:

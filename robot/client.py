@@ -30,7 +30,8 @@ class RunnerDied(PipelineError):
     """The runner serving a goal went away before answering (process killed, host down, master lost)."""
 
 
-def master_up(uri: str, timeout_s: float = 2.0) -> bool:
+def master_pid(uri: str, timeout_s: float = 2.0) -> int | None:
+    """The process id of the ROS master answering at ``uri``, or None when none answers."""
     class _Transport(xmlrpc.client.Transport):
         def make_connection(self, host):
             conn = super().make_connection(host)
@@ -38,10 +39,14 @@ def master_up(uri: str, timeout_s: float = 2.0) -> bool:
             return conn
 
     try:
-        code, _, _ = xmlrpc.client.ServerProxy(uri, transport=_Transport()).getPid("/embp_probe")
-        return code == 1
-    except (OSError, xmlrpc.client.Error):
-        return False
+        code, _, pid = xmlrpc.client.ServerProxy(uri, transport=_Transport()).getPid("/embp_probe")
+        return int(pid) if code == 1 else None
+    except (OSError, ValueError, TypeError, xmlrpc.client.Error):
+        return None
+
+
+def master_up(uri: str, timeout_s: float = 2.0) -> bool:
+    return master_pid(uri, timeout_s) is not None
 
 
 def ensure_node(master_uri: str, name: str = "embp_client") -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from core.errors import PipelineError
 from robot import lifetime, ros_env
-from robot.client import master_up
+from robot.client import master_pid, master_up
 
 READY_TIMEOUT_S = 90.0
 
@@ -46,7 +46,9 @@ def ros_process_env(master_uri: str, log_dir: Path) -> dict[str, str]:
 
 
 def start_master(port: int, log_dir: Path) -> tuple[subprocess.Popen, str]:
-    """``rosmaster --core -p PORT``; returns the process and its URI once it answers."""
+    """``rosmaster --core -p PORT``; returns the process and its URI once it answers. The master must be this one
+    (its pid): a port another pool took between :func:`free_port` and the bind (stages run side by side) is an
+    error here, never a pool joining another pool's master."""
     uri = f"http://localhost:{port}/"
     log = open(log_dir / f"rosmaster-{port}.log", "ab")  # noqa: SIM115 - lives as long as the process
     try:
@@ -56,13 +58,24 @@ def start_master(port: int, log_dir: Path) -> tuple[subprocess.Popen, str]:
         raise PipelineError("`rosmaster` is not installed.", hint=ros_env.RosUnavailable.hint) from None
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        if master_up(uri, 0.5):
+        if master_pid(uri, 0.5) == process.pid:
             return process, uri
         if process.poll() is not None:
             break
         time.sleep(0.1)
     stop_process(process)
     raise PipelineError(f"the ROS master on port {port} did not start; see {log_dir / f'rosmaster-{port}.log'}.")
+
+
+def start_local_master(log_dir: Path, tries: int = 3) -> tuple[subprocess.Popen, str]:
+    """A master of our own on a free port, another port if that one was taken before the master bound it."""
+    for attempt in range(tries):
+        try:
+            return start_master(free_port(), log_dir)
+        except PipelineError:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def stop_process(process: subprocess.Popen | None, grace_s: float = 5.0) -> None:
@@ -127,7 +140,7 @@ class LocalPool:
 
         isolation.resolve(self.isolation)  # refuse before starting anything: IsolationUnavailable names the setting
         if self.master_uri is None:
-            self.master, self.master_uri = start_master(free_port(), self.log_dir)
+            self.master, self.master_uri = start_local_master(self.log_dir)
         elif not master_up(self.master_uri):
             raise PipelineError(f"no ROS master answers at {self.master_uri}.")
         for ns in self.namespaces:

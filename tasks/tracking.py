@@ -7,6 +7,7 @@ local sqlite store ``mlflow.db`` at the repository root (MLflow's file store is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -62,15 +63,37 @@ def setup(params: TrackingParams, experiment: str):
     import mlflow
 
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    mlflow.set_tracking_uri(tracking_uri(params))
+    uri = tracking_uri(params)
+    mlflow.set_tracking_uri(uri)
     name = f"{params.experiment_prefix}/{experiment}"
-    found = mlflow.get_experiment_by_name(name)
-    if found is None:
-        return mlflow.create_experiment(name, artifact_location=artifact_location(params), tags=EXPERIMENT_KIND)
-    for key, value in EXPERIMENT_KIND.items():
-        if found.tags.get(key) != value:
-            mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
-    return found.experiment_id
+    with _store_lock(uri):
+        found = mlflow.get_experiment_by_name(name)
+        if found is None:
+            return mlflow.create_experiment(name, artifact_location=artifact_location(params), tags=EXPERIMENT_KIND)
+        for key, value in EXPERIMENT_KIND.items():
+            if found.tags.get(key) != value:
+                mlflow.MlflowClient().set_experiment_tag(found.experiment_id, key, value)
+        return found.experiment_id
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """Held while a process opens a local sqlite store and finds or creates its experiment: stages that run side by
+    side (``embp run``) would otherwise both create a new store's tables, or both create one experiment (MLflow's
+    sqlite store has no guard for either). A server store needs none."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    path = Path(uri.removeprefix("sqlite:///"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 _MAX_METRICS, _MAX_PARAMS = 1000, 100  # MLflow's caps per log_batch call

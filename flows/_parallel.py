@@ -1,0 +1,257 @@
+"""``embp run``'s scheduler: DVC's pipeline with independent stages side by side.
+
+``dvc repro`` runs one stage at a time (DVC has no parallel repro). On 2 cores that leaves a core idle through every
+single-threaded stage: the real-model training and generation (one torch thread each), the tiny trainings, the
+ALFWorld replay, the metadata. DVC itself allows more: it releases its repository lock while a stage's command runs
+and takes it again to record the stage, so several ``dvc --wait-for-lock repro --single-item STAGE`` processes can
+work on one repository at once, each holding the lock only while it checks or records its stage.
+
+This module decides which stage runs when; DVC still does everything else (what changed, running the command,
+hashing, the run cache, ``dvc.lock``):
+
+1. **Plan** (:func:`plan`): DVC's own stage graph and status (one ``Repo`` in this process). The stages to bring up
+   to date are the changed ones and everything downstream of them (a downstream stage is still checked by DVC when
+   its turn comes: unchanged inputs, no rerun), restricted to the targets and their upstream stages.
+2. **Run** (:func:`run`): a stage starts once every planned stage upstream of it has finished, at most ``jobs`` at
+   a time, the longest remaining chain first (estimated from the last run's ``reports/timings``), so the critical
+   path (metadata -> ... -> real-model training -> its evaluation) is never waiting for a short side branch. Each
+   line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
+   finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
+   stage (one process group) and the run ends when they have. When each stage started and ended goes to
+   ``reports/timings/embp-run.json`` (run facts, not data).
+3. **Order** (:func:`canonical_lock_order`): DVC appends a new stage to ``dvc.lock`` when it records it, so a run that
+   creates the lock would write its stages in whatever order they happened to finish. The scheduler rewrites the
+   lock's stages in ``dvc.yaml``'s order (under DVC's lock, with DVC's YAML writer): the same inputs give the same
+   bytes, as a serial run does.
+
+Outputs are the same as a serial ``dvc repro``: every stage is a pure function of its deps and params (its timings go
+to metrics files), and the shared resources stages meet are guarded (the shared Prefect server's lease lock, MLflow's
+store setup lock in tasks/tracking.py, the model export lock in tasks/hf/local_models.py, each robot pool's own ROS
+master). ``embp run --jobs 1`` is the plain ``dvc repro``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_ESTIMATE_S = 10.0
+"""A stage's duration when no earlier run timed it (only the order of starts depends on it)."""
+
+
+@dataclass
+class Plan:
+    order: list[str]
+    """Every stage of the repository, in dvc.yaml's order (foreach stages expanded)."""
+    upstream: dict[str, set[str]]
+    """Stage -> the stages it depends on directly (within the repository)."""
+    pending: list[str] = field(default_factory=list)
+    """The stages to bring up to date, in dvc.yaml's order."""
+
+
+def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> Plan:
+    """What a ``dvc repro [--force] [targets]`` would consider, from DVC's graph and status."""
+    import networkx as nx
+    from dvc.repo import Repo
+
+    # DVC names stages relative to the working directory, as the `dvc repro` processes (run in root) will
+    with contextlib.chdir(root), Repo(str(root), _wait_for_lock=True) as repo:
+        graph = repo.index.graph                         # edges: stage -> a stage it depends on
+        stages = {stage.addressing: stage for stage in repo.index.stages}
+        order = list(stages)
+        upstream = {name: {dep.addressing for dep in graph.successors(stage)} for name, stage in stages.items()}
+        if targets:
+            scope = set()
+            for target in targets:
+                for stage in repo.stage.collect(target):
+                    scope |= {stage.addressing} | {s.addressing for s in nx.descendants(graph, stage)}
+        else:
+            scope = set(order)
+        if force:
+            stale = set(scope)
+        else:
+            changed = set(repo.status(targets=targets, with_deps=True) if targets else repo.status())
+            stale = set()
+            for name in changed & scope:
+                stale |= {name} | {s.addressing for s in nx.ancestors(graph, stages[name])}
+            stale &= scope
+    return Plan(order, upstream, [name for name in order if name in stale])
+
+
+def estimates(root: Path) -> dict[str, float]:
+    """Each stage's process time in the last run (``reports/timings``; a foreach stage's flow names itself
+    ``muep-train@<baseline>``)."""
+    out = {}
+    for path in sorted((root / "reports" / "timings").glob("*.json")):
+        if path.name == "embp-run.json":
+            continue
+        try:
+            seconds = float(json.loads(path.read_text()).get("process_s") or 0.0)
+        except (OSError, ValueError, AttributeError):
+            continue
+        out[path.stem] = seconds
+    return out
+
+
+def _estimate(stage: str, known: dict[str, float]) -> float:
+    if stage in known:
+        return known[stage]
+    if "@" in stage and f"muep-train@{stage.split('@')[1]}" in known:
+        return known[f"muep-train@{stage.split('@')[1]}"]
+    return DEFAULT_ESTIMATE_S
+
+
+def priorities(the_plan: Plan, known: dict[str, float]) -> dict[str, float]:
+    """Per pending stage: its estimated duration plus the longest chain of pending stages after it."""
+    pending = set(the_plan.pending)
+    downstream: dict[str, set[str]] = {name: set() for name in pending}
+    for name in pending:
+        for dep in the_plan.upstream[name] & pending:
+            downstream[dep].add(name)
+    memo: dict[str, float] = {}
+
+    def chain(name: str) -> float:
+        if name not in memo:
+            memo[name] = _estimate(name, known) + max((chain(d) for d in downstream[name]), default=0.0)
+        return memo[name]
+
+    return {name: chain(name) for name in pending}
+
+
+def _pump(name: str, stream, echo: Callable[[str], None]) -> None:
+    tag = f"[{name}]"
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        echo(line if tag in line else f"{tag} {line}")
+    stream.close()
+
+
+def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool = False,
+        echo: Callable[[str], None] | None = None) -> int:
+    """Bring ``the_plan.pending`` up to date, ``jobs`` stages at a time; the exit code of the first failure, else 0."""
+    lock = threading.Lock()
+
+    def _echo(line: str) -> None:
+        with lock:
+            (echo or (lambda text: print(text, flush=True)))(line)
+
+    if not the_plan.pending:
+        _echo("Data and pipelines are up to date.")
+        return 0
+    rank = priorities(the_plan, estimates(root))
+    pending = list(the_plan.pending)
+    waiting_on = {name: the_plan.upstream[name] & set(pending) for name in pending}
+    done: set[str] = set()
+    running: dict[str, subprocess.Popen] = {}
+    finished: queue.Queue[tuple[str, int]] = queue.Queue()
+    failure = 0
+    interrupted = False
+
+    t0 = time.monotonic()
+    timeline: dict[str, dict] = {}
+
+    def _watch(name: str, proc: subprocess.Popen) -> None:
+        _pump(name, proc.stdout, _echo)
+        finished.put((name, proc.wait()))
+
+    def _start(name: str) -> None:
+        timeline[name] = {"start_s": round(time.monotonic() - t0, 2)}
+        cmd = ["dvc", "--wait-for-lock", "repro", "--single-item", *(["--force"] if force else []), name]
+        proc = subprocess.Popen(cmd, cwd=str(root), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        running[name] = proc
+        threading.Thread(target=_watch, args=(name, proc), name=f"embp-run-{name}", daemon=True).start()
+
+    previous = signal.getsignal(signal.SIGINT)
+
+    def _interrupt(signum, _frame) -> None:  # the stages have the same Ctrl-C (one process group): let them end
+        nonlocal interrupted
+        interrupted = True
+
+    in_main = threading.current_thread() is threading.main_thread()
+    if in_main:
+        signal.signal(signal.SIGINT, _interrupt)
+    try:
+        while pending or running:
+            if not failure and not interrupted:
+                ready = sorted((n for n in pending if not waiting_on[n] - done), key=lambda n: (-rank[n],
+                                                                                                  pending.index(n)))
+                for name in ready[: max(0, jobs - len(running))]:
+                    pending.remove(name)
+                    _start(name)
+            elif pending:
+                pending.clear()
+            if not running:
+                break
+            try:
+                name, code = finished.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            running.pop(name)
+            timeline[name] |= {"end_s": round(time.monotonic() - t0, 2), "exit": code}
+            if code == 0:
+                done.add(name)
+            elif not failure:
+                failure = code
+                still = ", ".join(sorted(running)) or "none"
+                _echo(f"stage {name} failed (exit {code}); no new stage starts (still running: {still})")
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    _write_timeline(root, jobs, round(time.monotonic() - t0, 2), timeline)
+    if interrupted and not failure:
+        return 130
+    if not failure:
+        canonical_lock_order(root)
+    return failure
+
+
+def _write_timeline(root: Path, jobs: int, wall_s: float, timeline: dict[str, dict]) -> None:
+    """When each stage's ``dvc repro`` started and ended, in seconds from the run's start
+    (``reports/timings/embp-run.json``, beside the stages' own run facts; bench/pipeline.py reads it)."""
+    folder = root / "reports" / "timings"
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"jobs": jobs, "wall_s": wall_s, "stages": timeline}
+    tmp = folder / ".embp-run.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(tmp, folder / "embp-run.json")
+
+
+def canonical_lock_order(root: Path) -> bool:
+    """Rewrite ``dvc.lock``'s stages in ``dvc.yaml``'s order (DVC's lock held, DVC's YAML writer); True if they were
+    out of order. Only the order changes: every entry stays as DVC wrote it."""
+    import yaml
+    from dvc.repo import Repo
+    from dvc.utils.serialize import modify_yaml
+
+    path = root / "dvc.lock"
+    if not path.exists():
+        return False
+    with contextlib.chdir(root), Repo(str(root), _wait_for_lock=True) as repo, repo.lock:
+        order = [stage.addressing for stage in repo.index.stages]
+        current = list((yaml.safe_load(path.read_text()) or {}).get("stages") or {})
+        position = {name: k for k, name in enumerate(order)}
+        wanted = sorted(current, key=lambda name: (position.get(name, len(order)), current.index(name)))
+        if wanted == current:
+            return False
+        with modify_yaml(str(path)) as data:
+            stages = data["stages"]
+            entries = [(name, stages[name]) for name in wanted]
+            for name in list(stages):
+                del stages[name]
+            for name, entry in entries:
+                stages[name] = entry
+    return True
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
