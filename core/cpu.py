@@ -75,6 +75,27 @@ def requested(environ: MutableMapping[str, str] | None = None) -> str:
     return value
 
 
+#: One thread per process in every math library that would otherwise start one per core (OpenMP: torch's intra-op
+#: pool, Open3D's TSDF fusion and normals; OpenBLAS; MKL). A stage's parallelism is its processes (workers, robot
+#: runners) and ``embp run``'s stages side by side; a library's own pool on top of them oversubscribes the cores, and
+#: OpenMP threads spin while they wait: a 2-thread torch stage beside another busy stage ran 3.5x slower (bench/README).
+#: It also keeps a reduction from being split by the machine's core count. A step that wants more threads says so
+#: itself (``torch.set_num_threads`` from its params: ``real_model.llm.hf.threads``, ``train.cpu_threads``, ...).
+THREAD_PINS = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+def single_threaded(environ: MutableMapping[str, str] | None = None) -> None:
+    """:data:`THREAD_PINS` in ``environ`` (``os.environ``), before the libraries load; variables already set are
+    kept (``OMP_NUM_THREADS=4 dvc repro`` gives a stage four)."""
+    environ = os.environ if environ is None else environ
+    for name, value in THREAD_PINS.items():
+        environ.setdefault(name, value)
+
+
 def pin(environ: MutableMapping[str, str] | None = None, machine: str | None = None,
         flags: set[str] | None = None) -> str:
     """Cap every library's kernels at AVX2 in ``environ`` (``os.environ``) unless ``EMBP_CPU_LEVEL=native`` or the

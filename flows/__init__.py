@@ -13,6 +13,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 # Before numpy or torch is imported anywhere: every float kernel at one instruction-set level, so a stage's outputs
 # are the same bytes on every x86-64 machine with AVX2 (core/cpu.py; EMBP_CPU_LEVEL=native opts out).
 _cpu.pin()
+# ... and one thread per process in each math library (parallelism is processes and stages side by side).
+_cpu.single_threaded()
 
 # Run by `embp run`'s warm stage host if there is one (flows/_stage_host.py): this process then only waits for it.
 if os.environ.get("EMBP_STAGE_HOST"):

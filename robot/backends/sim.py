@@ -282,17 +282,24 @@ class SimBackend(RobotBackend):
     def q(self) -> np.ndarray:
         pb = self.pb
         body, client = self.robot.body, self.client
-        return np.array([pb.getJointState(body, j, physicsClientId=client)[0] for j in self.robot.joints])
+        return np.array([state[0] for state in pb.getJointStates(body, self.robot.joints, physicsClientId=client)])
+
+    def _reset_joints(self, joints: list[int], values) -> None:
+        """Joint positions at once, velocities zero: one PyBullet call (what resetJointState does joint by joint;
+        the IK solver sets the arm thousands of times an episode)."""
+        values = [float(v) for v in values]
+        if len(values) != len(joints):
+            raise ValueError(f"{len(values)} values for {len(joints)} joints")
+        self.pb.resetJointStatesMultiDof(self.robot.body, joints, targetValues=[[v] for v in values],
+                                         targetVelocities=[[0.0]] * len(joints), physicsClientId=self.client)
 
     def _set_q(self, q) -> None:
-        for j, value in zip(self.robot.joints, q, strict=True):
-            self.pb.resetJointState(self.robot.body, j, float(value), physicsClientId=self.client)
+        self._reset_joints(self.robot.joints, q)
 
     def _set_fingers(self, value: float | list[float]) -> None:
         values = [value] * len(self.robot.fingers) if isinstance(value, float) else list(value)
         self._finger_values = values
-        for j, v in zip(self.robot.fingers, values, strict=True):
-            self.pb.resetJointState(self.robot.body, j, v, physicsClientId=self.client)
+        self._reset_joints(self.robot.fingers, values)
 
     def tool_pose(self) -> Pose:
         state = self.pb.getLinkState(self.robot.body, self.robot.tool_link, computeForwardKinematics=True,

@@ -77,7 +77,7 @@ class IKSolver:
             error = self._error(pose)
             if self._ok(error):
                 return q
-            full = [pb.getJointState(arm.body, j, physicsClientId=sim.client)[0] for j in self.movable]
+            full = [state[0] for state in pb.getJointStates(arm.body, self.movable, physicsClientId=sim.client)]
             lin, ang = pb.calculateJacobian(arm.body, arm.tool_link, [0.0, 0.0, 0.0], full, zeros, zeros,
                                             physicsClientId=sim.client)
             jac = np.vstack([np.asarray(lin)[:, self.columns], np.asarray(ang)[:, self.columns]])
