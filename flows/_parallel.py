@@ -13,7 +13,8 @@ hashing, the run cache, ``dvc.lock``):
    to date are the changed ones and everything downstream of them (a downstream stage is still checked by DVC when
    its turn comes: unchanged inputs, no rerun), restricted to the targets and their upstream stages.
 2. **Run** (:func:`run`): a stage starts once every planned stage upstream of it has finished, at most ``jobs`` at
-   a time, the longest remaining chain first (estimated from the last run's ``reports/timings``), so the critical
+   a time, the longest remaining chain first (estimated from the last run's ``reports/timings``, else from the
+   stage's ``meta: {seconds: N}`` hint in dvc.yaml), so the critical
    path (metadata -> ... -> real-model training -> its evaluation) is never waiting for a short side branch. Each
    line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
    finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
@@ -56,6 +57,8 @@ class Plan:
     """Stage -> the stages it depends on directly (within the repository)."""
     pending: list[str] = field(default_factory=list)
     """The stages to bring up to date, in dvc.yaml's order."""
+    hints: dict[str, float] = field(default_factory=dict)
+    """Stage -> seconds from its ``meta: {seconds: N}`` in dvc.yaml (a scheduling hint only)."""
 
 
 def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> Plan:
@@ -68,6 +71,8 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
         graph = repo.index.graph                         # edges: stage -> a stage it depends on
         stages = {stage.addressing: stage for stage in repo.index.stages}
         order = list(stages)
+        hints = {name: float(stage.meta["seconds"]) for name, stage in stages.items()
+                 if isinstance(stage.meta, dict) and isinstance(stage.meta.get("seconds"), int | float)}
         upstream = {name: {dep.addressing for dep in graph.successors(stage)} for name, stage in stages.items()}
         if targets:
             scope = set()
@@ -84,7 +89,7 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
             for name in changed & scope:
                 stale |= {name} | {s.addressing for s in nx.ancestors(graph, stages[name])}
             stale &= scope
-    return Plan(order, upstream, [name for name in order if name in stale])
+    return Plan(order, upstream, [name for name in order if name in stale], hints)
 
 
 def estimates(root: Path) -> dict[str, float]:
@@ -102,12 +107,13 @@ def estimates(root: Path) -> dict[str, float]:
     return out
 
 
-def _estimate(stage: str, known: dict[str, float]) -> float:
+def _estimate(stage: str, known: dict[str, float], hints: dict[str, float]) -> float:
+    """The last run's time of the stage, else its dvc.yaml hint, else :data:`DEFAULT_ESTIMATE_S`."""
     if stage in known:
         return known[stage]
     if "@" in stage and f"muep-train@{stage.split('@')[1]}" in known:
         return known[f"muep-train@{stage.split('@')[1]}"]
-    return DEFAULT_ESTIMATE_S
+    return hints.get(stage, DEFAULT_ESTIMATE_S)
 
 
 def priorities(the_plan: Plan, known: dict[str, float]) -> dict[str, float]:
@@ -121,7 +127,7 @@ def priorities(the_plan: Plan, known: dict[str, float]) -> dict[str, float]:
 
     def chain(name: str) -> float:
         if name not in memo:
-            memo[name] = _estimate(name, known) + max((chain(d) for d in downstream[name]), default=0.0)
+            memo[name] = _estimate(name, known, the_plan.hints) + max((chain(d) for d in downstream[name]), default=0.0)
         return memo[name]
 
     return {name: chain(name) for name in pending}

@@ -104,6 +104,7 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     else:
         typer.echo(f"$ {shlex.join(cmd)}", err=True)
     env = os.environ | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    held = _hold_prefect_server()     # starting while DVC plans and the first stages import, held to the end
     try:
         with _stage_host.hosting(paths.ROOT, env) as env:  # stages fork from one warm process: no import per stage
             if parallel:
@@ -118,10 +119,36 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
             else:
                 code = subprocess.run(cmd, env=env).returncode
     finally:
+        held.set()
         _prefect_server.stop()
     if summary:
         typer.echo(render())
     raise typer.Exit(code)
+
+
+def _hold_prefect_server():
+    """Start the run's shared Prefect server now, in the background, and hold a lease on it until the returned event
+    is set: the first stages find it up instead of each waiting for its start, and it never idles out between two
+    stages. Nothing with ``PREFECT_API_URL`` set (the stages use that server)."""
+    import os
+    import threading
+
+    from flows import _prefect_server
+
+    release = threading.Event()
+    if os.environ.get("PREFECT_API_URL"):
+        return release
+
+    def _hold() -> None:
+        try:
+            with _prefect_server.lease():
+                release.wait()
+        except Exception as exc:  # noqa: BLE001 - the stages start it themselves then, and report what fails
+            typer.echo(f"the shared Prefect server did not start in advance ({exc}); the first stage starts it",
+                       err=True)
+
+    threading.Thread(target=_hold, name="embp-prefect-lease", daemon=True).start()
+    return release
 
 
 dev_app = typer.Typer(help="Maintenance of the repository itself.", no_args_is_help=True)

@@ -76,6 +76,24 @@ def test_native_leaves_the_libraries_their_choice():
     assert seen["torch"] in ("AVX2", "AVX512", "DEFAULT")
 
 
+def test_a_stage_process_runs_its_math_libraries_on_one_thread():
+    """Stages run side by side (`embp run`): torch's, Open3D's and OpenBLAS's own thread pools would oversubscribe
+    the cores (OpenMP threads spin on a busy core), so a stage process and its children start with one thread each,
+    unless the user set a count; a step that wants more asks torch itself."""
+    code = ("import flows, json, os, subprocess, sys, torch\n"
+            "child = subprocess.run([sys.executable, '-c', 'import torch; print(torch.get_num_threads())'],"
+            " capture_output=True, text=True).stdout.strip()\n"
+            "print(json.dumps({'torch': torch.get_num_threads(), 'child': child,"
+            " 'env': {k: os.environ.get(k) for k in ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS')}}))\n")
+    base = {k: v for k, v in os.environ.items() if k not in cpu.THREAD_PINS}
+    out = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True, check=True).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen == {"torch": 1, "child": "1", "env": cpu.THREAD_PINS}
+    out = subprocess.run([sys.executable, "-c", code], env=base | {"OMP_NUM_THREADS": "2"}, capture_output=True,
+                         text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1])["env"]["OMP_NUM_THREADS"] == "2", "a count the user set is kept"
+
+
 def test_generated_code_gets_the_caps_and_nothing_else_of_the_host(monkeypatch):
     """The sandbox starts generated code with an empty environment but for one BLAS thread and the caps: its numpy
     must compute what the stage's computes."""

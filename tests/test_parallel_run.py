@@ -143,3 +143,14 @@ def test_priorities_put_the_longest_chain_first():
     rank = _parallel.priorities(plan, {"a": 5.0, "b": 30.0, "c": 20.0, "d": 10.0})
     assert rank == {"a": 35.0, "b": 30.0, "c": 30.0, "d": 10.0}
     assert _parallel.priorities(plan, {})["a"] == 3 * _parallel.DEFAULT_ESTIMATE_S
+    plan.hints = {"b": 100.0, "a": 1.0}
+    hinted = _parallel.priorities(plan, {"a": 5.0})   # a run's own timing beats the hint
+    assert hinted["b"] == 100.0 and hinted["a"] == 5.0 + 2 * _parallel.DEFAULT_ESTIMATE_S
+
+
+def test_hints_come_from_dvc_yaml_meta(repo):
+    root, _ = repo
+    pipeline = _pipeline()
+    pipeline["stages"]["alone"]["meta"] = {"seconds": 42}
+    (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    assert _parallel.plan(root).hints == {"alone": 42.0}

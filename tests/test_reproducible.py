@@ -28,8 +28,9 @@ def _outputs(root) -> dict[str, str]:
 # machine); conftest adds the first one's budget when this test is the first to ask for default_data.
 @pytest.mark.timeout(3600)
 def test_two_regenerations_give_identical_outputs(default_data, tmp_path):
-    """The first regeneration is a plain `dvc repro` (every stage a cold process), the second `embp run` (the stages
-    forked from its warm stage host, flows/_stage_host.py): same outputs either way."""
+    """The first regeneration is a plain `dvc repro` (every stage a cold process, one at a time), the second `embp run`
+    (independent stages side by side, flows/_parallel.py, forked from its warm stage host, flows/_stage_host.py):
+    same outputs either way, and the same dvc.lock order (dvc.yaml's, whatever order the stages finished in)."""
     second = tmp_path / "second"
     second.mkdir()
     env = copy_repo(second)
@@ -39,6 +40,12 @@ def test_two_regenerations_give_identical_outputs(default_data, tmp_path):
     assert first_outs and set(first_outs) == set(second_outs)
     differ = sorted(path for path in first_outs if first_outs[path] != second_outs[path])
     assert not differ, f"outputs that differ between two runs of the same inputs: {differ}"
+    run = json.loads((second / "reports/timings/embp-run.json").read_text())
+    assert run["jobs"] >= 1 and all(stage["exit"] == 0 for stage in run["stages"].values())
+    order = list(yaml.safe_load((second / "dvc.yaml").read_text())["stages"])
+    lock_order = [name.split("@")[0] for name in yaml.safe_load((second / "dvc.lock").read_text())["stages"]]
+    assert sorted(set(lock_order), key=lock_order.index) == [name for name in order if name in lock_order], \
+        "embp run left dvc.lock's stages out of dvc.yaml's order"
 
 
 @pytest.mark.allowed_skip(reason="on a machine kind other than the lock's, a difference is reported, not failed")
