@@ -12,8 +12,11 @@ hashing, the run cache, ``dvc.lock``):
 1. **Plan** (:func:`plan`): DVC's own stage graph and status (one ``Repo`` in this process). The stages to bring up
    to date are the changed ones and everything downstream of them (a downstream stage is still checked by DVC when
    its turn comes: unchanged inputs, no rerun), restricted to the targets and their upstream stages.
-2. **Run** (:func:`run`): a stage starts once every planned stage upstream of it has finished, at most ``jobs`` at
-   a time, the longest remaining chain first (estimated from the last run's ``reports/timings``, else from the
+2. **Run** (:func:`run`): a stage starts once every planned stage upstream of it has finished and its cores are
+   free: ``jobs`` cores (one per CPU by default), a stage taking the ``cores`` its dvc.yaml ``meta`` declares (1 by
+   default; 2 for a stage with two worker processes, two robot runners or two torch threads), so cores are never
+   oversubscribed -- OpenMP threads spin while they wait, and a 2-thread torch stage beside a busy one ran 3.5x
+   slower. Among the ready stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
    stage's ``meta: {seconds: N}`` hint in dvc.yaml), so the critical
    path (metadata -> ... -> real-model training -> its evaluation) is never waiting for a short side branch. Each
    line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
@@ -59,6 +62,8 @@ class Plan:
     """The stages to bring up to date, in dvc.yaml's order."""
     hints: dict[str, float] = field(default_factory=dict)
     """Stage -> seconds from its ``meta: {seconds: N}`` in dvc.yaml (a scheduling hint only)."""
+    cores: dict[str, int] = field(default_factory=dict)
+    """Stage -> the cores it keeps busy, from its ``meta: {cores: N}`` in dvc.yaml (default 1)."""
 
 
 def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> Plan:
@@ -71,8 +76,10 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
         graph = repo.index.graph                         # edges: stage -> a stage it depends on
         stages = {stage.addressing: stage for stage in repo.index.stages}
         order = list(stages)
-        hints = {name: float(stage.meta["seconds"]) for name, stage in stages.items()
-                 if isinstance(stage.meta, dict) and isinstance(stage.meta.get("seconds"), int | float)}
+        metas = {name: stage.meta if isinstance(stage.meta, dict) else {} for name, stage in stages.items()}
+        hints = {name: float(meta["seconds"]) for name, meta in metas.items()
+                 if isinstance(meta.get("seconds"), int | float)}
+        cores = {name: max(1, int(meta["cores"])) for name, meta in metas.items() if isinstance(meta.get("cores"), int)}
         upstream = {name: {dep.addressing for dep in graph.successors(stage)} for name, stage in stages.items()}
         if targets:
             scope = set()
@@ -89,7 +96,7 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
             for name in changed & scope:
                 stale |= {name} | {s.addressing for s in nx.ancestors(graph, stages[name])}
             stale &= scope
-    return Plan(order, upstream, [name for name in order if name in stale], hints)
+    return Plan(order, upstream, [name for name in order if name in stale], hints, cores)
 
 
 def estimates(root: Path) -> dict[str, float]:
@@ -165,6 +172,9 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
     t0 = time.monotonic()
     timeline: dict[str, dict] = {}
 
+    def need(name: str) -> int:  # a stage wider than the machine runs alone
+        return min(the_plan.cores.get(name, 1), jobs)
+
     def _watch(name: str, proc: subprocess.Popen) -> None:
         _pump(name, proc.stdout, _echo)
         finished.put((name, proc.wait()))
@@ -191,9 +201,12 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
             if not failure and not interrupted:
                 ready = sorted((n for n in pending if not waiting_on[n] - done), key=lambda n: (-rank[n],
                                                                                                   pending.index(n)))
-                for name in ready[: max(0, jobs - len(running))]:
-                    pending.remove(name)
-                    _start(name)
+                busy = sum(need(n) for n in running)
+                for name in ready:
+                    if busy + need(name) <= jobs:
+                        pending.remove(name)
+                        _start(name)
+                        busy += need(name)
             elif pending:
                 pending.clear()
             if not running:

@@ -5,6 +5,7 @@ what finished is recorded, and dvc.lock lists its stages in dvc.yaml's order wha
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,6 +94,27 @@ def test_one_job_runs_the_stages_one_after_another(repo):
     code = _parallel.run(root, _parallel.plan(root), jobs=1, env=env | {"STEP_WAIT_S": "3"}, echo=lines.append)
     assert code != 0, "with one job, slow (which waits for fast to start) cannot have met fast"
     assert any("never started beside me" in line for line in lines)
+
+
+def test_a_stage_that_takes_both_cores_runs_alone(repo):
+    """`meta: {cores: 2}`: with 2 cores, slow (which needs fast beside it) cannot meet fast; alone is another
+    matter: the single-core stages pair up."""
+    root, env = repo
+    pipeline = _pipeline()
+    pipeline["stages"]["fast"]["meta"] = {"cores": 2}
+    (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    plan = _parallel.plan(root)
+    assert plan.cores == {"fast": 2}
+    lines: list[str] = []
+    code = _parallel.run(root, plan, jobs=2, env=env | {"STEP_WAIT_S": "3"}, echo=lines.append)
+    assert code != 0 and any("never started beside me" in line for line in lines), "\n".join(lines)
+    timeline = json.loads((root / "reports/timings/embp-run.json").read_text())["stages"]
+    fast, slow = timeline.get("fast"), timeline["slow"]
+    assert fast is None or fast["start_s"] >= slow["end_s"] or slow["start_s"] >= fast["end_s"], \
+        "a 2-core stage shared the cores"
+    # a stage wider than the machine still runs (alone)
+    assert _parallel.run(root, _parallel.plan(root), jobs=1, env=env | {"STEP_WAIT_S": "3"},
+                         echo=lambda _: None) != 0
 
 
 def test_only_what_changed_and_its_downstream_reruns(repo):
