@@ -13,10 +13,12 @@ hashing, the run cache, ``dvc.lock``):
    to date are the changed ones and everything downstream of them (a downstream stage is still checked by DVC when
    its turn comes: unchanged inputs, no rerun), restricted to the targets and their upstream stages.
 2. **Run** (:func:`run`): a stage starts once every planned stage upstream of it has finished and its cores are
-   free: ``jobs`` cores (one per CPU by default), a stage taking the ``cores`` its dvc.yaml ``meta`` declares (1 by
-   default; 2 for a stage with two worker processes, two robot runners or two torch threads), so cores are never
-   oversubscribed -- OpenMP threads spin while they wait, and a 2-thread torch stage beside a busy one ran 3.5x
-   slower. Among the ready stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
+   free: ``jobs`` cores (one per CPU by default), a stage taking the ``cores`` its dvc.yaml ``meta`` declares
+   (default 1). Worker pools and robot runners are single-threaded processes, which the OS shares out well: two
+   such stages side by side finish sooner than one after the other (each leaves gaps the other fills). A team of
+   OpenMP threads does not share: its threads spin while they wait for each other, and a 2-thread torch stage
+   beside a busy one ran 3.5x slower; such a stage declares ``cores: 2`` and gets them to itself. Among the ready
+   stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
    stage's ``meta: {seconds: N}`` hint in dvc.yaml), so the critical
    path (metadata -> ... -> real-model training -> its evaluation) is never waiting for a short side branch. Each
    line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running

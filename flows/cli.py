@@ -77,8 +77,9 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
         = None,
         force: Annotated[bool, typer.Option("--force", help="Rerun the stages even if they are up to date.")]
         = False,
-        jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Stages at once (default: one per "
-                                                    "CPU core; 1: a plain `dvc repro`).")] = None,
+        jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Cores for stages side by side "
+                                                    "(default: one per CPU; a stage takes the cores its dvc.yaml "
+                                                    "meta declares; 1: a plain `dvc repro`).")] = None,
         summary: Annotated[bool, typer.Option(help="Print the summary at the end.")] = True) -> None:
     """Run the pipeline: independent stages side by side, each through `dvc repro` (with a profile: `dvc exp run`
     with its overrides, one stage at a time), then the summary.
@@ -99,8 +100,8 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     cmd += (["--force"] if force else []) + list(targets or [])
     parallel = jobs > 1 and not profile
     if parallel:
-        typer.echo(f"$ {shlex.join(cmd)}  # {jobs} stages at once: dvc --wait-for-lock repro --single-item STAGE",
-                   err=True)
+        typer.echo(f"$ {shlex.join(cmd)}  # stages side by side on {jobs} cores: dvc --wait-for-lock repro "
+                   "--single-item STAGE", err=True)
     else:
         typer.echo(f"$ {shlex.join(cmd)}", err=True)
     env = os.environ | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
