@@ -142,6 +142,19 @@ def priorities(the_plan: Plan, known: dict[str, float]) -> dict[str, float]:
     return {name: chain(name) for name in pending}
 
 
+def admit(ready: list[str], busy: int, jobs: int, need: Callable[[str], int]) -> list[str]:
+    """The stages to start now, from ``ready`` (best first) while ``busy`` of ``jobs`` cores are taken. No stage jumps
+    the queue: when the first cannot have its cores, the others wait too (else a 2-core stage on the critical path
+    would wait for ever behind a stream of 1-core ones)."""
+    out = []
+    for name in ready:
+        if busy + need(name) > jobs:
+            break
+        out.append(name)
+        busy += need(name)
+    return out
+
+
 def _pump(name: str, stream, echo: Callable[[str], None]) -> None:
     tag = f"[{name}]"
     for raw in iter(stream.readline, b""):
@@ -203,12 +216,9 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
             if not failure and not interrupted:
                 ready = sorted((n for n in pending if not waiting_on[n] - done), key=lambda n: (-rank[n],
                                                                                                   pending.index(n)))
-                busy = sum(need(n) for n in running)
-                for name in ready:
-                    if busy + need(name) <= jobs:
-                        pending.remove(name)
-                        _start(name)
-                        busy += need(name)
+                for name in admit(ready, sum(need(n) for n in running), jobs, need):
+                    pending.remove(name)
+                    _start(name)
             elif pending:
                 pending.clear()
             if not running:

@@ -176,3 +176,11 @@ def test_hints_come_from_dvc_yaml_meta(repo):
     pipeline["stages"]["alone"]["meta"] = {"seconds": 42}
     (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
     assert _parallel.plan(root).hints == {"alone": 42.0}
+
+
+def test_no_stage_jumps_the_queue_of_a_wide_one():
+    need = {"wide": 2, "n1": 1, "n2": 1}.__getitem__
+    assert _parallel.admit(["wide", "n1", "n2"], busy=1, jobs=2, need=need) == [], "n1 would starve wide"
+    assert _parallel.admit(["wide", "n1"], busy=0, jobs=2, need=need) == ["wide"]
+    assert _parallel.admit(["n1", "wide", "n2"], busy=0, jobs=2, need=need) == ["n1"]
+    assert _parallel.admit(["n1", "n2", "wide"], busy=0, jobs=2, need=need) == ["n1", "n2"]
