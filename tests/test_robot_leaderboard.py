@@ -36,3 +36,20 @@ def test_table2_from_mlflow_runs(tmp_path):
     page = markdown_table_to_html(md)
     assert page.count("<tr>") == 1 + 2 * 4 and "<h2>RoboScript benchmark (Table II)</h2>" in page
     assert section_markdown(client, "embp/nothing-here") is None
+
+
+def test_table2_rows_do_not_depend_on_which_stage_logged_last(tmp_path):
+    """roboscript-eval and roboscript-real log to one experiment and may finish in either order (embp run runs
+    them side by side): the section is the same bytes either way."""
+    pages = []
+    for order in (("rules:template-coder", "hf:tiny"), ("hf:tiny", "rules:template-coder")):
+        uri = f"sqlite:///{tmp_path / ('-'.join(order) + '.db')}"
+        mlflow.set_tracking_uri(uri)
+        exp = mlflow.create_experiment("embp/roboscript-eval", artifact_location=(tmp_path / "art").as_uri())
+        for model in order:
+            with mlflow.start_run(experiment_id=exp, run_name=model):
+                mlflow.set_tag("model", model)
+                mlflow.log_metrics({"Simple_0.grammar_correct": 1.0, "Simple_0.finished_whole_task": 0.5})
+        pages.append(section_markdown(MlflowClient(uri), "embp/roboscript-eval"))
+    assert pages[0] == pages[1]
+    assert pages[0].index("| hf:tiny |") < pages[0].index("| rules:template-coder |")

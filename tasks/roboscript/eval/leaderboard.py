@@ -60,8 +60,9 @@ def section_markdown(client, experiment_name: str) -> str | None:
     level = {"Simple": 0, "Moderate": 1, "Hard": 2}   # Table I's order: Simple_0 ... Hard_2
     task_ids = sorted({t for per_task in table.values() for t in per_task},
                       key=lambda t: (level.get(t.split("_")[0], 3), t))
-    blocks = [Table2Block(model, kinds.get(model, "LLM"), "MLflow, newest run", per_task)
-              for model, per_task in table.items()]
+    # by name, not by which run is newest: stages that log here may finish in either order (embp run runs
+    # roboscript-eval and roboscript-real side by side), and the report must not change with it
+    blocks = [Table2Block(model, kinds.get(model, "LLM"), "MLflow, newest run", table[model]) for model in sorted(table)]
     return table2_markdown(blocks, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
                                              f"`{experiment_name}`, the newest run per code writer; definitions in "
                                              "docs/robot.md; the paper's published figures are beside our runs in "
