@@ -1,8 +1,8 @@
 """``embp run``'s scheduler: DVC's pipeline with independent stages side by side.
 
 ``dvc repro`` runs one stage at a time (DVC has no parallel repro). On 2 cores that leaves a core idle through every
-single-threaded stage: the real-model training and generation (one torch thread each), the tiny trainings, the
-ALFWorld replay, the metadata. DVC itself allows more: it releases its repository lock while a stage's command runs
+single-process stage (the metadata, the ALFWorld replay, the tiny trainings, the data stages) and in the gaps of the
+stages whose worker processes wait on each other. DVC itself allows more: it releases its repository lock while a stage's command runs
 and takes it again to record the stage, so several ``dvc --wait-for-lock repro --single-item STAGE`` processes can
 work on one repository at once, each holding the lock only while it checks or records its stage.
 
@@ -19,9 +19,9 @@ hashing, the run cache, ``dvc.lock``):
    OpenMP threads does not share: its threads spin while they wait for each other, and a 2-thread torch stage
    beside a busy one ran 3.5x slower; such a stage declares ``cores: 2`` and gets them to itself. Among the ready
    stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
-   stage's ``meta: {seconds: N}`` hint in dvc.yaml), so the critical
-   path (metadata -> ... -> real-model training -> its evaluation) is never waiting for a short side branch. Each
-   line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
+   stage's ``meta: {seconds: N}`` hint in dvc.yaml), and none jumps the queue of a wider one (:func:`admit`), so
+   the critical path (metadata -> ... -> real-model training -> its evaluation) does not wait behind short side
+   branches. Each line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
    finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
    stage (one process group) and the run ends when they have. When each stage started and ended goes to
    ``reports/timings/embp-run.json`` (run facts, not data).
@@ -65,7 +65,7 @@ class Plan:
     hints: dict[str, float] = field(default_factory=dict)
     """Stage -> seconds from its ``meta: {seconds: N}`` in dvc.yaml (a scheduling hint only)."""
     cores: dict[str, int] = field(default_factory=dict)
-    """Stage -> the cores it keeps busy, from its ``meta: {cores: N}`` in dvc.yaml (default 1)."""
+    """Stage -> the cores it needs to itself, from its ``meta: {cores: N}`` in dvc.yaml (default 1)."""
 
 
 def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> Plan:
