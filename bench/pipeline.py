@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from repo_copy import copy_repo  # noqa: E402 - the tests' copy of a fresh clone, so the bench runs what CI runs
 
+from flows._parallel import facts_file  # noqa: E402
+
 
 def run_pipeline(work: Path, profile: str | None, targets: list[str], jobs: int | None = None) -> tuple[float, str]:
     bin_dir = str(Path(sys.executable).parent)
@@ -70,11 +72,8 @@ def stage_rows(work: Path, output: str) -> list[dict]:
     timeline = json.loads(timeline_file.read_text())["stages"] if timeline_file.exists() else {}
     rows = []
     for stage in order:
-        # foreach stages (muep-train-tiny@opt-6.7b) write their facts as the flow's own name (muep-train@opt-6.7b)
-        candidates = [work / "reports/timings" / f"{stage}.json"]
-        if "@" in stage:   # muep-train-tiny@opt-6.7b, muep-real-train@smollm2-135m: the flow muep-train@<name>
-            candidates.append(work / "reports/timings" / f"muep-train@{stage.split('@')[1]}.json")
-        facts = next((json.loads(p.read_text()) for p in candidates if p.exists()), {})
+        path = facts_file(work, stage)   # a foreach stage's facts carry its flow's name (muep-train@opt-6.7b)
+        facts = json.loads(path.read_text()) if path.exists() else {}
         rows.append({"stage": stage, "work_s": facts.get("wall_s"), "process_s": facts.get("process_s"),
                      "startup_s": facts.get("startup_s"), "overhead_s": facts.get("overhead_s"),
                      "start_s": timeline.get(stage, {}).get("start_s"), "end_s": timeline.get(stage, {}).get("end_s")})
@@ -101,8 +100,7 @@ def print_table(rows: list[dict], wall: float, profile: str | None, targets: lis
     if overheads:
         median = overheads[len(overheads) // 2]
         print(f"overhead per stage: median {median:.2f} s, max {overheads[-1]:.2f} s over {len(overheads)} stages")
-    spans = [(r["start_s"], r["end_s"]) for r in rows if r["start_s"] is not None and r["end_s"] is not None]
-    if spans:   # stages side by side: the sum of the processes exceeds the wall time
+    if any(r["start_s"] is not None for r in rows):   # stages side by side: the processes sum past the wall time
         print(f"stages side by side: {processes:.1f} s of stage processes in {wall:.1f} s of run "
               f"({processes / wall:.2f} at once on average)")
         print(f"whole run: {wall:.1f} s ({wall / 60:.1f} min)")

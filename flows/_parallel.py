@@ -101,28 +101,27 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
     return Plan(order, upstream, [name for name in order if name in stale], hints, cores)
 
 
-def estimates(root: Path) -> dict[str, float]:
-    """Each stage's process time in the last run (``reports/timings``; a foreach stage's flow names itself
-    ``muep-train@<baseline>``)."""
+def facts_file(root: Path, stage: str) -> Path:
+    """The run facts a stage's flow writes (``reports/timings/<name>.json``): a foreach stage's flow names itself
+    ``muep-train@<baseline>`` (muep-train-tiny@opt-6.7b, muep-real-train@smollm2-135m)."""
+    name = f"muep-train@{stage.split('@')[1]}" if "@" in stage else stage
+    return root / "reports" / "timings" / f"{name}.json"
+
+
+def estimates(root: Path, stages: list[str]) -> dict[str, float]:
+    """Each stage's process time in the last run that timed it (its run facts)."""
     out = {}
-    for path in sorted((root / "reports" / "timings").glob("*.json")):
-        if path.name == "embp-run.json":
-            continue
+    for stage in stages:
         try:
-            seconds = float(json.loads(path.read_text()).get("process_s") or 0.0)
+            out[stage] = float(json.loads(facts_file(root, stage).read_text()).get("process_s") or 0.0)
         except (OSError, ValueError, AttributeError):
             continue
-        out[path.stem] = seconds
     return out
 
 
 def _estimate(stage: str, known: dict[str, float], hints: dict[str, float]) -> float:
     """The last run's time of the stage, else its dvc.yaml hint, else :data:`DEFAULT_ESTIMATE_S`."""
-    if stage in known:
-        return known[stage]
-    if "@" in stage and f"muep-train@{stage.split('@')[1]}" in known:
-        return known[f"muep-train@{stage.split('@')[1]}"]
-    return hints.get(stage, DEFAULT_ESTIMATE_S)
+    return known.get(stage, hints.get(stage, DEFAULT_ESTIMATE_S))
 
 
 def priorities(the_plan: Plan, known: dict[str, float]) -> dict[str, float]:
@@ -175,7 +174,7 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
     if not the_plan.pending:
         _echo("Data and pipelines are up to date.")
         return 0
-    rank = priorities(the_plan, estimates(root))
+    rank = priorities(the_plan, estimates(root, the_plan.pending))
     pending = list(the_plan.pending)
     waiting_on = {name: the_plan.upstream[name] & set(pending) for name in pending}
     done: set[str] = set()
