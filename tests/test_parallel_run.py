@@ -184,3 +184,14 @@ def test_no_stage_jumps_the_queue_of_a_wide_one():
     assert _parallel.admit(["wide", "n1"], busy=0, jobs=2, need=need) == ["wide"]
     assert _parallel.admit(["n1", "wide", "n2"], busy=0, jobs=2, need=need) == ["n1"]
     assert _parallel.admit(["n1", "n2", "wide"], busy=0, jobs=2, need=need) == ["n1", "n2"]
+
+
+def test_estimates_read_each_stage_s_run_facts(tmp_path):
+    """A foreach stage's flow writes its facts under its own name (muep-train@<baseline>); unread stages have none."""
+    timings = tmp_path / "reports" / "timings"
+    timings.mkdir(parents=True)
+    (timings / "muep-train@opt-6.7b.json").write_text('{"process_s": 12.5}')
+    (timings / "roboscript-eval.json").write_text('{"process_s": 30}')
+    (timings / "broken.json").write_text("{")
+    got = _parallel.estimates(tmp_path, ["muep-train-tiny@opt-6.7b", "roboscript-eval", "broken", "muep-card"])
+    assert got == {"muep-train-tiny@opt-6.7b": 12.5, "roboscript-eval": 30.0}
