@@ -3,7 +3,8 @@
 The score of a candidate is the sum of its tokens' log-probabilities after the prompt; its mean is that sum over its
 token count. One call costs about one forward over the prompt plus one over all candidate tokens together:
 
-* the prompt's keys and values are in a cache (:func:`extend`);
+* the prompt's keys and values are in a cache (:func:`extend`), and the vocabulary projection (a fifth of a small
+  model's arithmetic per position) runs only for the positions whose logits are read;
 * every candidate's tokens but its last are *packed* into one row as a prefix tree: candidates that begin with the
   same tokens ("go to cabinet 1", "go to cabinet 2", ...) share the positions of that common prefix. Each tree node
   is one position whose id is the prompt length plus its depth, and a 4-D boolean mask lets it see the whole prompt
@@ -48,7 +49,8 @@ def crop_to(cache, length: int) -> None:
 def extend(model, cache, ids: Sequence[int]) -> torch.Tensor:
     """Feed ``ids`` after what ``cache`` holds (the cache grows in place); the logits of the last position."""
     device = next(model.parameters()).device
-    out = model(input_ids=torch.tensor([list(ids)], device=device), past_key_values=cache, use_cache=True)
+    out = model(input_ids=torch.tensor([list(ids)], device=device), past_key_values=cache, use_cache=True,
+                logits_to_keep=1)            # the vocabulary projection of the last position only
     return out.logits[0, -1]
 
 
@@ -143,11 +145,12 @@ def fused_scores(model, cache, new_ids: Sequence[int], cand_ids: Sequence[Sequen
     tokens, positions, mask, rows = packed_inputs(prompt_len, cand_ids, new=len(new_ids))
     device = next(model.parameters()).device
     out = model(input_ids=torch.tensor([list(new_ids) + tokens], device=device), position_ids=positions.to(device),
-                attention_mask=mask.to(device), past_key_values=cache, use_cache=True)
+                attention_mask=mask.to(device), past_key_values=cache, use_cache=True,
+                logits_to_keep=len(tokens) + 1)   # the last prompt position and the candidates' only
     crop_to(cache, prompt_len)
     logits = out.logits[0]
-    first = torch.log_softmax(logits[len(new_ids) - 1].float(), -1)
-    return _sums(first, logits[len(new_ids):], cand_ids, rows)
+    first = torch.log_softmax(logits[0].float(), -1)
+    return _sums(first, logits[1:], cand_ids, rows)
 
 
 @torch.inference_mode()
