@@ -1,7 +1,9 @@
-"""Atomic file (and folder) writes: a crash leaves either the old file or the new one, never half of one."""
+"""Atomic file (and folder) writes: a crash leaves either the old file or the new one, never half of one; and one
+inter-process lock on a file."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -9,9 +11,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _umask() -> int:
@@ -22,6 +25,20 @@ def _umask() -> int:
 
 _FILE_MODE = 0o666 & ~_umask()  # what open() would give: mkstemp's 0600 is too strict for shared outputs
 _DIR_MODE = 0o777 & ~_umask()   # what mkdir would give (mkdtemp's 0700, likewise)
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created with its folder if missing) for the block: one process at a
+    time on this machine. The kernel drops the lock when its holder dies, so a killed process never leaves it held."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @contextmanager
@@ -82,4 +99,6 @@ def read_parquet(path: Path) -> pd.DataFrame:
         raise DataError(
             f"input file {path} does not exist.", hint="Run the stage that produces it first (`dvc repro`)."
         )
+    import pandas as pd
+
     return pd.read_parquet(path, engine="pyarrow")

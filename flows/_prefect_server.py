@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -23,6 +22,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from core.io import file_lock
 
 IDLE_EXIT_S = float(os.environ.get("EMBP_PREFECT_IDLE_EXIT_S", "20"))
 START_TIMEOUT_S = 120.0
@@ -61,17 +62,6 @@ def _read_state(directory: Path) -> dict | None:
     return state if isinstance(state, dict) and _alive(int(state.get("pid", 0))) else None
 
 
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _start_daemon(directory: Path) -> str:
     log = open(directory / "server.log", "ab")
     env = dict(os.environ) | {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
@@ -96,7 +86,7 @@ def _start_daemon(directory: Path) -> str:
 def lease() -> Iterator[str]:
     """The shared server's API URL, started if none is running; held (a lease file) until the block ends."""
     directory = state_dir()
-    with _locked(directory):
+    with file_lock(directory / "lock"):
         state = _read_state(directory)
         url = state["url"] if state is not None and _healthy(state["url"]) else _start_daemon(directory)
         leases = directory / "leases"

@@ -84,16 +84,11 @@ def _store_lock(uri: str):
     if not uri.startswith("sqlite:///"):
         yield
         return
-    import fcntl
+    from core.io import file_lock
 
     path = Path(uri.removeprefix("sqlite:///"))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(path.parent / f".{path.name}.lock"):
+        yield
 
 
 _MAX_METRICS, _MAX_PARAMS = 1000, 100  # MLflow's caps per log_batch call

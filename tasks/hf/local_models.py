@@ -16,8 +16,6 @@ they carry Q4_1 rounding and are *not* bit-identical to the Hub's bf16 checkpoin
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -30,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ConfigError
+from core.io import file_lock
 from core.plugins import LOCAL_MODELS
 from tasks import paths
 
@@ -109,24 +108,13 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-@contextlib.contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_export(model: GGUFModel, key: str = "model_path") -> Path:
     """The transformers folder of ``model``, exported from its GGUF on first use (20-30 s, once per machine)."""
     target = export_dir(model)
     if (target / EXPORT_RECORD).exists():
         return target
     gguf = gguf_path(model, key)
-    with _lock(target.parent / f".{target.name}.lock"):
+    with file_lock(target.parent / f".{target.name}.lock"):
         if (target / EXPORT_RECORD).exists():      # another process exported it while we waited
             return target
         log.info("exporting %s from %s to %s (once; 20-30 s)", model.name, gguf.name, target)
