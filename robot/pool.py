@@ -15,6 +15,7 @@ watch their parent, and a runner's sandbox dies with the runner.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -69,13 +70,10 @@ def start_master(port: int, log_dir: Path) -> tuple[subprocess.Popen, str]:
 
 def start_local_master(log_dir: Path, tries: int = 3) -> tuple[subprocess.Popen, str]:
     """A master of our own on a free port, another port if that one was taken before the master bound it."""
-    for attempt in range(tries):
-        try:
+    for _ in range(tries - 1):
+        with contextlib.suppress(PipelineError):
             return start_master(free_port(), log_dir)
-        except PipelineError:
-            if attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")
+    return start_master(free_port(), log_dir)       # the last try's error is the one reported
 
 
 def stop_process(process: subprocess.Popen | None, grace_s: float = 5.0) -> None:
