@@ -10,6 +10,7 @@ the other goals."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from prefect import task
@@ -41,9 +42,12 @@ def run_goal(request: dict, pool, directory: str = "", key: str = "", fingerprin
     return result
 
 
-def run_goals(ep: RobotEvalParams, goals: dict[str, dict], stage: str, unit: str) -> tuple[dict[str, dict], dict]:
+def run_goals(ep: RobotEvalParams, goals: dict[str, dict], stage: str, unit: str,
+              ready: Callable[[], object] | None = None) -> tuple[dict[str, dict], dict]:
     """Every goal's result by key, and the pool's description for the report. Goals finished by an earlier,
-    interrupted run of the same stage (same goal, robot and code) are not run again."""
+    interrupted run of the same stage (same goal, robot and code) are not run again. ``ready`` (e.g. a future's
+    ``result``) is called once the pool is up and before any goal is sent: what the goals need that was prepared
+    while the runners started (its exception stops the stage; the pool stops as always)."""
     directory = layout.GOAL_RESULTS / stage
     code = code_digest(f"flows.{stage.replace('-', '_')}")
     fingerprints = {key: evaluation.goal_fingerprint(request, ep, code) for key, request in goals.items()}
@@ -53,6 +57,8 @@ def run_goals(ep: RobotEvalParams, goals: dict[str, dict], stage: str, unit: str
     with evaluation.runner_pool(ep) as (pool, pool_info):
         log.info("[%s] %d %s on %d runner(s) %s: %d already done, %d to run", stage, len(goals), unit, pool.size,
                  " ".join(pool_info["runners"]), len(results), len(pending))
+        if ready is not None:
+            ready()
         if pool_info.get("isolation") == "none":
             log.warning("[%s] roboscript.eval.isolation is none: the runners run generated code WITHOUT namespaces "
                         "(docs/robot.md, Sandbox)", stage)

@@ -4,6 +4,7 @@ objects with ground-truth or perceived detection and planning scene."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from prefect import flow
 
@@ -28,12 +29,22 @@ def roboscript_perception(params_file: str | None = None) -> dict:
     with StageLog(STAGE) as slog:
         trials, skipped = ablation.trials(load_catalog(), params.roboscript.worlds, ep)
         slog.read(CATALOG_FILE, f"{len(trials)} trials, {len(skipped)} not applicable")
-        detector = None
+        detector, building = None, None
         if any(s in DETECTOR_SETTINGS for s in ep.ablation.settings):
-            detector = tiny_detector.build_tiny_owlvit(layout.TINY_DETECTOR)
-            slog.wrote(detector)
+            # built (torch + transformers imports, most of its 10 s) while the runners start; sent to no runner
+            # before it is written
+            detector = layout.TINY_DETECTOR
+            building = ThreadPoolExecutor(1, thread_name_prefix="tiny-detector")
+            built = building.submit(tiny_detector.build_tiny_owlvit, detector)
         started = time.monotonic()
-        results, pool_info = run_goals(ep, {t.key: ablation.goal(t, ep, detector) for t in trials}, STAGE, "trials")
+        try:
+            results, pool_info = run_goals(ep, {t.key: ablation.goal(t, ep, detector) for t in trials}, STAGE,
+                                           "trials", ready=built.result if building else None)
+        finally:
+            if building is not None:
+                building.shutdown()
+        if detector is not None:
+            slog.wrote(detector)
         report = ablation.report(results, skipped, ep)
         slog.run_facts(pool=pool_info, episodes_s=round(time.monotonic() - started, 2),
                        perception_s=ablation.perception_seconds(results))
