@@ -21,7 +21,7 @@ hashing, the run cache, ``dvc.lock``):
    stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
    stage's ``meta: {seconds: N}`` hint in dvc.yaml), and none jumps the queue of a wider one (:func:`admit`), so
    the critical path (metadata -> ... -> real-model training -> its evaluation) does not wait behind short side
-   branches. Each line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
+   branches -- but a short stage expected to end before the wider one can have its cores runs in the gap (backfilling). Each line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
    finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
    stage (one process group) and the run ends when they have. When each stage started and ended goes to
    ``reports/timings/embp-run.json`` (run facts, not data).
@@ -141,17 +141,44 @@ def priorities(the_plan: Plan, known: dict[str, float]) -> dict[str, float]:
     return {name: chain(name) for name in pending}
 
 
-def admit(ready: list[str], busy: int, jobs: int, need: Callable[[str], int]) -> list[str]:
-    """The stages to start now, from ``ready`` (best first) while ``busy`` of ``jobs`` cores are taken. No stage jumps
-    the queue: when the first cannot have its cores, the others wait too (else a 2-core stage on the critical path
-    would wait for ever behind a stream of 1-core ones)."""
-    out = []
+def admit(ready: list[str], busy: int, jobs: int, need: Callable[[str], int],
+          running_ends: dict[str, float] | None = None, now: float = 0.0,
+          duration: Callable[[str], float] | None = None) -> list[str]:
+    """The stages to start now, from ``ready`` (best first) while ``busy`` of ``jobs`` cores are taken.
+
+    No stage jumps the queue of the first one that cannot have its cores (else a 2-core stage on the critical path
+    would wait for ever behind a stream of 1-core ones), with one exception, "EASY" backfilling as batch schedulers
+    do it: given the expected end of each running stage (``running_ends``: name -> time) and each stage's expected
+    ``duration``, the blocked stage gets a reservation at the time enough running stages will have ended, and a
+    later stage may start now on the cores that are free if it is expected to end by then, so that it delays the
+    reservation only when it overruns its estimate. A running stage already past its estimate is expected to end
+    any moment: no backfilling behind it. Without ``running_ends`` and ``duration``: no backfilling."""
+    out: list[str] = []
+    shadow: float | None = None            # when the first blocked stage is expected to have its cores
     for name in ready:
-        if busy + need(name) > jobs:
+        if busy + need(name) <= jobs and (shadow is None or now + duration(name) <= shadow):
+            out.append(name)
+            busy += need(name)
+            continue
+        if shadow is not None:
+            continue
+        if running_ends is None or duration is None:
             break
-        out.append(name)
-        busy += need(name)
+        ends = dict(running_ends) | {n: now + duration(n) for n in out}
+        shadow = _reservation(need(name), jobs - busy, ends, now, need)
     return out
+
+
+def _reservation(wanted: int, free: int, ends: dict[str, float], now: float, need: Callable[[str], int]) -> float:
+    """The expected time at which ``wanted`` cores are free, the stages in ``ends`` ending at their expected ends
+    (``now`` if one of those it waits for is already past its own)."""
+    shadow = now
+    for name, end in sorted(ends.items(), key=lambda item: item[1]):
+        if free >= wanted:
+            break
+        free += need(name)
+        shadow = max(end, now)
+    return shadow
 
 
 def _pump(name: str, stream, echo: Callable[[str], None]) -> None:
@@ -174,7 +201,8 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
     if not the_plan.pending:
         _echo("Data and pipelines are up to date.")
         return 0
-    rank = priorities(the_plan, estimates(root, the_plan.pending))
+    known = estimates(root, the_plan.pending)
+    rank = priorities(the_plan, known)
     pending = list(the_plan.pending)
     waiting_on = {name: the_plan.upstream[name] & set(pending) for name in pending}
     done: set[str] = set()
@@ -215,7 +243,10 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
             if not failure and not interrupted:
                 ready = sorted((n for n in pending if not waiting_on[n] - done), key=lambda n: (-rank[n],
                                                                                                   pending.index(n)))
-                for name in admit(ready, sum(need(n) for n in running), jobs, need):
+                now = time.monotonic() - t0
+                ends = {n: timeline[n]["start_s"] + _estimate(n, known, the_plan.hints) for n in running}
+                for name in admit(ready, sum(need(n) for n in running), jobs, need, ends, now,
+                                  lambda n: _estimate(n, known, the_plan.hints)):
                     pending.remove(name)
                     _start(name)
             elif pending:

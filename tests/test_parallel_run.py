@@ -186,6 +186,26 @@ def test_no_stage_jumps_the_queue_of_a_wide_one():
     assert _parallel.admit(["n1", "n2", "wide"], busy=0, jobs=2, need=need) == ["n1", "n2"]
 
 
+def test_a_short_stage_fills_the_gap_before_a_wide_one_only_if_it_ends_in_time():
+    """EASY backfilling: the blocked wide stage's cores are expected free when the running stage ends (t=100); a
+    1-core stage expected to end by then starts now, a longer one waits, and none starts behind a running stage that
+    is already past its estimate."""
+    need = {"wide": 2, "short": 1, "long": 1, "other": 1, "perception": 1}.__getitem__
+    duration = {"short": 15.0, "long": 40.0, "other": 10.0}.__getitem__
+    args = dict(busy=1, jobs=2, need=need, duration=duration)
+    assert _parallel.admit(["wide", "long", "short"], running_ends={"perception": 100.0}, now=70.0, **args) \
+        == ["short"]
+    assert _parallel.admit(["wide", "long", "short"], running_ends={"perception": 100.0}, now=50.0, **args) \
+        == ["long"], "long ends at 90: in time"
+    assert _parallel.admit(["wide", "short"], running_ends={"perception": 60.0}, now=70.0, **args) == [], \
+        "perception overran its estimate: it may end any moment"
+    assert _parallel.admit(["wide", "short", "other"], running_ends={"perception": 100.0}, now=80.0, **args) \
+        == ["short"], "one free core: the second short one waits"
+    # a stage admitted in the same round counts among the ones the wide stage waits for
+    assert _parallel.admit(["other", "wide", "short"], busy=0, jobs=2, need=need, running_ends={}, now=0.0,
+                           duration=duration) == ["other"], "short (15 s) would end after other (10 s)"
+
+
 def test_estimates_read_each_stage_s_run_facts(tmp_path):
     """A foreach stage's flow writes its facts under its own name (muep-train@<baseline>); unread stages have none."""
     timings = tmp_path / "reports" / "timings"
