@@ -296,7 +296,7 @@ def load_run_records(folder: Path) -> list[dict]:
 
 
 def table2(report: dict, records: list[dict] | None = None) -> str:
-    """reports/roboscript/table2.md: our runs (this one and the others kept, e.g. the default 2 repeats and the
+    """reports/roboscript/table2.md: our runs (this one and the others kept, e.g. the default run's repeats and the
     paper profile's 10) beside the paper's published Table II, every block saying what wrote the code."""
     records = records if records is not None else [run_record(report)]
     published, header = load_published()
@@ -313,8 +313,8 @@ def table2(report: dict, records: list[dict] | None = None) -> str:
         "Our runs beside the paper's figures. **published** rows are copied from the paper "
         f"({header['source']}): GPT-4, GPT-3.5-turbo and Gemini-pro writing the code, Franka in Gazebo with "
         "ground-truth perception, 10 repeats, semantic correctness with a manual check. Our rows come from "
-        "`python -m flows.roboscript_eval` on the PyBullet sim (`dvc repro roboscript-eval`: the default 2 repeats; "
-        "the paper profile: 10). `rules:template-coder` is the offline backend's rule/template program "
+        "`python -m flows.roboscript_eval` on the PyBullet sim (`dvc repro roboscript-eval`: the repeats of "
+        "`roboscript.eval.repeats`, each block says how many; the paper profile: 10). `rules:template-coder` is the offline backend's rule/template program "
         "(tasks/roboscript/offline_code.py: regular expressions -> code templates), **not an LLM**; it writes its "
         "code from the same prompts, without injected mistakes (`roboscript.eval.offline_noise` is null).",
         "",
