@@ -3,6 +3,8 @@ validate."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -99,3 +101,16 @@ def test_experiment_links_open_the_runs_table(tmp_path):
     run = MlflowClient(settings.uri).get_run(run_id)
     assert run.info.start_time == 1_700_000_000_000 and run.info.status == "FINISHED"
     assert (tmp_path / "mlartifacts").is_dir() or not list(tmp_path.glob("mlruns"))  # artifacts beside the store
+
+
+def test_models_export_names_the_folder_and_an_unknown_model():
+    """`make setup` runs `embp models export`: the local model's transformers folder (exported once per machine)."""
+    from core.plugins import LOCAL_MODELS
+
+    name = LOCAL_MODELS.names()[0]
+    out = runner.invoke(app, ["models", "export", name])
+    assert out.exit_code == 0, out.output
+    folder = out.output.strip().split(": ", 1)[1]
+    assert (Path(folder) / "config.json").is_file() and (Path(folder) / "export.json").is_file()
+    bad = runner.invoke(app, ["models", "export", "no-such-model"])
+    assert bad.exit_code == 2 and "no-such-model" in bad.output

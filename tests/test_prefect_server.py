@@ -73,3 +73,18 @@ def test_stop_ends_a_running_server(tmp_path, monkeypatch):
     assert _prefect_server.stop(state)
     assert not _prefect_server._alive(first["server"]["pid"])
     assert not _prefect_server.stop(state)  # nothing left to stop
+
+
+def test_a_child_that_exited_is_not_alive():
+    """``embp run`` starts the server as its own child: once that exits it is a zombie, which ``kill(pid, 0)`` still
+    finds; ``_alive`` reaps it (else ``stop`` waited out its whole time-out at the end of every run)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat") as stat:     # wait until it is a zombie, without reaping it
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.05)
+    os.kill(child.pid, 0)                                    # a zombie still answers the signal test
+    assert not _prefect_server._alive(child.pid)
+    assert _prefect_server._alive(os.getpid())
