@@ -21,8 +21,9 @@ hashing, the run cache, ``dvc.lock``):
    stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
    stage's ``meta: {seconds: N}`` hint in dvc.yaml), and none jumps the queue of a wider one (:func:`admit`), so
    the critical path (metadata -> ... -> real-model training -> its evaluation) does not wait behind short side
-   branches -- but a short stage expected to end before the wider one can have its cores runs in the gap (backfilling). Each line a stage prints is prefixed with its name. The first failure stops new starts; the stages already running
-   finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
+   branches -- but a short stage expected to end before the wider one can have its cores runs in the gap
+   (backfilling). Each line a stage prints is prefixed with its name. The first failure stops new starts; the stages
+   already running finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
    stage (one process group) and the run ends when they have. When each stage started and ended goes to
    ``reports/timings/embp-run.json`` (run facts, not data).
 3. **Order** (:func:`canonical_lock_order`): DVC appends a new stage to ``dvc.lock`` when it records it, so a run that
