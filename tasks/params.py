@@ -473,8 +473,8 @@ class RealEvalParams(Strict):
 
 
 def _real_train() -> TrainParams:
-    return TrainParams(profile="full", baselines=["smollm2-135m"], max_steps=5, precision="float32",
-                       save_every=5, eval_batches=1, cpu_threads=2)
+    return TrainParams(profile="full", baselines=["smollm2-135m"], max_steps=5, batch_size=2, precision="float32",
+                       gradient_checkpointing=False, save_every=5, eval_batches=1, cpu_threads=2)
 
 
 class RealModelParams(Strict):
