@@ -65,12 +65,11 @@ def test_goal_round_trip_returns_results_with_feedback(pool, simple_0):
     assert [r["success"] for r in result["repeats"]].count(True) >= 1
     steps = [f for f in feedback if "tool" in f]
     assert {"grasp", "close_gripper", "move_to_pose"} <= {f["tool"] for f in steps}
-    # feedback and result travel on separate ROS topics (separate connections): on a loaded machine the last
-    # repeat's feedback may land just after the result (CI saw [0] once); what must hold is that it arrives
-    deadline = time.monotonic() + 10
-    while len([f for f in feedback if f.get("done")]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert [f["repeat"] for f in feedback if f.get("done")] == [0, 1]
+    # feedback and result travel on separate ROS topics: the result can overtake the last repeat's "done" feedback,
+    # and actionlib's client drops feedback for a goal it already holds the result of (CI and a local run saw [0];
+    # the result itself carries every repeat, checked above). Earlier repeats' feedback always comes first.
+    assert [f["repeat"] for f in feedback if f.get("done")] in ([0], [0, 1])
+    assert len(result["repeats"]) == 2
     assert all(f["runner"] == "/runner1" for f in feedback)
     assert time.monotonic() - started < 60
 
