@@ -218,6 +218,9 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
     def need(name: str) -> int:  # a stage wider than the machine runs alone
         return min(the_plan.cores.get(name, 1), jobs)
 
+    def duration(name: str) -> float:
+        return _estimate(name, known, the_plan.hints)
+
     def _watch(name: str, proc: subprocess.Popen) -> None:
         _pump(name, proc.stdout, _echo)
         finished.put((name, proc.wait()))
@@ -244,10 +247,9 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
             if not failure and not interrupted:
                 ready = sorted((n for n in pending if not waiting_on[n] - done), key=lambda n: (-rank[n],
                                                                                                   pending.index(n)))
-                now = time.monotonic() - t0
-                ends = {n: timeline[n]["start_s"] + _estimate(n, known, the_plan.hints) for n in running}
-                for name in admit(ready, sum(need(n) for n in running), jobs, need, ends, now,
-                                  lambda n: _estimate(n, known, the_plan.hints)):
+                ends = {n: timeline[n]["start_s"] + duration(n) for n in running}
+                for name in admit(ready, sum(need(n) for n in running), jobs, need, ends, time.monotonic() - t0,
+                                  duration):
                     pending.remove(name)
                     _start(name)
             elif pending:
