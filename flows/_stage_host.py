@@ -56,9 +56,16 @@ PRELOAD = ("numpy", "pandas", "pyarrow", "pyarrow.parquet", "pydantic", "pydanti
            "tasks.records", "flows._runtime", "flows._prefect_server", "robot.contract.catalog",
            "robot.contract.world", "psutil", "fastapi.encoders", "pyarrow.dataset", "prefect.flow_engine",
            "prefect.task_engine", "prefect.utilities.visualization")
-"""What most stages import (about 2 s); the heavy stage-specific modules (torch, transformers, open3d, pybullet,
-TextWorld) are left to the stages that need them: importing them starts nothing, but they are large to hold in
-every fork for stages that never use them."""
+"""What most stages import (about 2 s), before the host serves."""
+LATER = ("mlflow", "mlflow.tracking", "mlflow.store.tracking.sqlalchemy_store", "torch", "transformers",
+         "transformers.modeling_utils", "peft", "bitsandbytes")
+"""What many stages import later in their run: MLflow and its SQL store (about 3 s; every stage that logs a run), and
+the model stack (about 8 s; the trainings, the real-model steps, the perception's detector), most of it on the run's
+critical path, as the real-model steps run alone. The host imports them after it serves, one module at a time and
+only while no stage is waiting, so a stage that comes meanwhile waits at most one import (about 3 s, in the run's
+first seconds, when the first stages wait for the Prefect server anyway). Importing them starts no thread and no
+OpenMP pool (tests/test_stage_host.py); a fork that never uses them shares their pages with the host (copy-on-write,
+the host's objects frozen out of the garbage collector)."""
 START_TIMEOUT_S = 60.0
 
 
@@ -286,6 +293,17 @@ def _finalize() -> None:
         sys.stderr.flush()
 
 
+def _import_later(name: str) -> None:
+    """Import one of ``LATER`` (third-party: no project file to watch); a failure only means that the stages needing
+    it import it themselves, and report what fails."""
+    import importlib
+
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - not installed or broken here
+        print(f"embp stage host: {name} not preloaded ({exc})", file=sys.stderr)
+
+
 class _Fd:
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -295,10 +313,13 @@ class _Fd:
 
 
 def serve(path: Path) -> int:
+    import gc
     import importlib
 
     for name in PRELOAD:
         importlib.import_module(name)
+    later = list(LATER)
+    gc.freeze()
     env = dict(os.environ)
     files = _project_files(Path(__file__).resolve().parent.parent)
     parent = os.getppid()
@@ -319,7 +340,12 @@ def serve(path: Path) -> int:
     running: dict[int, socket.socket] = {}
     try:
         while not stopping and os.getppid() == parent:
-            for key, _ in selector.select(timeout=1.0):
+            events = selector.select(timeout=0 if later else 1.0)
+            if not events and later:       # nobody waits: the next heavy module (LATER), then look again
+                _import_later(later.pop(0))
+                gc.freeze()                # what a fork inherits stays out of its collections (and its pages shared)
+                continue
+            for key, _ in events:
                 if key.fileobj is listener:
                     conn, _ = listener.accept()
                     request, fds = _recv(conn, with_fds=3)

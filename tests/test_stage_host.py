@@ -31,6 +31,15 @@ PROBE = textwrap.dedent("""
     if "nap" in sys.argv:
         time.sleep(3)
         sys.exit(5)
+    if "modules" in sys.argv:  # what the fork inherited (LATER), and the host's threads but its main one
+        host = f"/proc/{os.getppid()}/task"
+        names = sorted(open(f"{host}/{t}/comm").read().strip() for t in os.listdir(host) if t != str(os.getppid()))
+        print("torch" in sys.modules, "mlflow" in sys.modules and "peft" in sys.modules, ",".join(names) or "-",
+              flush=True)
+        if "torch" in sys.modules:
+            import torch
+            torch.set_num_threads(2)           # an OpenMP pool made in the fork works as in a cold process
+            print(float(torch.ones(256, 256).matmul(torch.ones(256, 1)).sum()), flush=True)
     if "fail" in sys.argv:
         raise ValueError("probe failed")
     if "atexit" in sys.argv:  # as Prefect's temporary server: a child on the stage's streams, stopped at exit
@@ -100,6 +109,24 @@ def test_the_host_runs_the_module_as_main_with_the_stages_arguments_streams_and_
     pid, pgid = _probe_pid(out)
     assert pid != proc.pid  # a fork of the host ran it ...
     assert pgid == proc.pid  # ... in the stage's own process group (a Ctrl-C there reaches it)
+
+
+def test_the_model_stack_is_imported_while_idle_and_forks_use_it_without_inherited_threads(host, tmp_path):
+    env, _ = host
+    deadline = time.monotonic() + 120
+    while True:
+        proc = _client(env, tmp_path / "pid", "modules")
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        torch_loaded, rest_loaded, threads = out.splitlines()[1].split()
+        # no thread of the host's own at a fork: no OpenMP pool (torch names its threads as the process), only the
+        # background thread of pyarrow's allocator (jemalloc), which is fork-aware, as before LATER
+        assert set(threads.split(",")) <= {"-", "jemalloc_bg_thd"}, threads
+        if rest_loaded == "True" or time.monotonic() > deadline:   # peft comes after mlflow and torch
+            break
+        time.sleep(0.5)
+    assert (torch_loaded, rest_loaded) == ("True", "True"), "the host never imported the LATER modules"
+    assert out.splitlines()[2] == "65536.0"
 
 
 def test_an_uncaught_exception_prints_its_traceback_and_exits_1(host, tmp_path):
