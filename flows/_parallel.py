@@ -52,6 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_ESTIMATE_S = 10.0
+LIGHT_S = 6.0
+"""A 1-core stage expected to take at most this long is light: besides the stages that fit the cores, one light stage
+at a time may run on top of them (:func:`light_extra`). Without this, the few-second stages (the tiny trainings, the
+dataset card, the code checks) queued behind the 2-core real-model steps and ran one after another at the end."""
 """A stage's duration when no earlier run timed it (only the order of starts depends on it)."""
 
 
@@ -170,6 +174,15 @@ def admit(ready: list[str], busy: int, jobs: int, need: Callable[[str], int],
     return out
 
 
+def light_extra(ready: list[str], extras_running: int, need: Callable[[str], int],
+                duration: Callable[[str], float]) -> str | None:
+    """The light stage (:data:`LIGHT_S`) to start on top of the full cores, from ``ready`` (best first, those
+    :func:`admit` left); None while one already runs so."""
+    if extras_running:
+        return None
+    return next((name for name in ready if need(name) == 1 and duration(name) <= LIGHT_S), None)
+
+
 def _reservation(wanted: int, free: int, ends: dict[str, float], now: float, need: Callable[[str], int]) -> float:
     """The expected time at which ``wanted`` cores are free, the stages in ``ends`` ending at their expected ends
     (``now`` if one of those it waits for is already past its own)."""
@@ -208,6 +221,7 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
     waiting_on = {name: the_plan.upstream[name] & set(pending) for name in pending}
     done: set[str] = set()
     running: dict[str, subprocess.Popen] = {}
+    extras: set[str] = set()               # light stages running on top of the full cores (light_extra)
     finished: queue.Queue[tuple[str, int]] = queue.Queue()
     failure = 0
     interrupted = False
@@ -247,11 +261,15 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
             if not failure and not interrupted:
                 ready = sorted((n for n in pending if not waiting_on[n] - done), key=lambda n: (-rank[n],
                                                                                                   pending.index(n)))
-                ends = {n: timeline[n]["start_s"] + duration(n) for n in running}
-                for name in admit(ready, sum(need(n) for n in running), jobs, need, ends, time.monotonic() - t0,
-                                  duration):
+                ends = {n: timeline[n]["start_s"] + duration(n) for n in running if n not in extras}
+                started = admit(ready, sum(need(n) for n in running if n not in extras), jobs, need, ends,
+                                time.monotonic() - t0, duration)
+                extra = light_extra([n for n in ready if n not in started], len(extras), need, duration)
+                for name in started + ([extra] if extra else []):
                     pending.remove(name)
                     _start(name)
+                if extra:
+                    extras.add(extra)
             elif pending:
                 pending.clear()
             if not running:
@@ -261,6 +279,7 @@ def run(root: Path, the_plan: Plan, jobs: int, env: dict[str, str], force: bool 
             except queue.Empty:
                 continue
             running.pop(name)
+            extras.discard(name)
             timeline[name] |= {"end_s": round(time.monotonic() - t0, 2), "exit": code}
             if code == 0:
                 done.add(name)

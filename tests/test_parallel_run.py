@@ -117,6 +117,27 @@ def test_a_stage_that_takes_both_cores_runs_alone(repo):
                          echo=lambda _: None) != 0
 
 
+def test_a_light_stage_runs_on_top_of_a_stage_that_takes_both_cores(repo):
+    """`meta: {seconds: 1}` (light: at most LIGHT_S) lets slow start beside the 2-core fast, which it waits for."""
+    root, env = repo
+    pipeline = _pipeline()
+    pipeline["stages"]["fast"]["meta"] = {"cores": 2}
+    pipeline["stages"]["slow"]["meta"] = {"seconds": 1}
+    (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    lines: list[str] = []
+    assert _parallel.run(root, _parallel.plan(root), jobs=2, env=env | {"STEP_WAIT_S": "20"}, echo=lines.append) \
+        == 0, "\n".join(lines)
+    assert (root / "join.txt").read_text() == "join(slow(seed),fast(seed))"
+
+
+def test_one_light_stage_at_a_time_on_top_of_full_cores():
+    need = {"wide": 2, "tiny": 1, "tiny2": 1, "long": 1}.__getitem__
+    duration = {"wide": 60.0, "tiny": 3.0, "tiny2": 2.0, "long": 40.0}.__getitem__
+    assert _parallel.light_extra(["long", "tiny", "tiny2"], 0, need, duration) == "tiny"
+    assert _parallel.light_extra(["long", "tiny2"], 1, need, duration) is None, "one at a time"
+    assert _parallel.light_extra(["long", "wide"], 0, need, duration) is None, "neither is light"
+
+
 def test_only_what_changed_and_its_downstream_reruns(repo):
     root, env = repo
     assert _parallel.run(root, _parallel.plan(root), jobs=2, env=env, echo=lambda _: None) == 0
