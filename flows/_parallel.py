@@ -22,9 +22,10 @@ hashing, the run cache, ``dvc.lock``):
    stage's ``meta: {seconds: N}`` hint in dvc.yaml), and none jumps the queue of a wider one (:func:`admit`), so
    the critical path (metadata -> ... -> real-model training -> its evaluation) does not wait behind short side
    branches -- but a short stage expected to end before the wider one can have its cores runs in the gap
-   (backfilling). Each line a stage prints is prefixed with its name. The first failure stops new starts; the stages
-   already running finish and are recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every
-   stage (one process group) and the run ends when they have. When each stage started and ended goes to
+   (backfilling), and one light stage at a time (:data:`LIGHT_S`) runs on top of full cores. Each line a stage
+   prints is prefixed with its name. The first failure stops new starts; the stages already running finish and are
+   recorded, as a serial ``dvc repro`` keeps the stages before its failure. Ctrl-C reaches every stage (one process
+   group) and the run ends when they have. When each stage started and ended goes to
    ``reports/timings/embp-run.json`` (run facts, not data).
 3. **Order** (:func:`canonical_lock_order`): DVC appends a new stage to ``dvc.lock`` when it records it, so a run that
    creates the lock would write its stages in whatever order they happened to finish. The scheduler rewrites the
@@ -52,11 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_ESTIMATE_S = 10.0
+"""A stage's duration when no earlier run timed it (only the order of starts depends on it)."""
 LIGHT_S = 6.0
 """A 1-core stage expected to take at most this long is light: besides the stages that fit the cores, one light stage
 at a time may run on top of them (:func:`light_extra`). Without this, the few-second stages (the tiny trainings, the
 dataset card, the code checks) queued behind the 2-core real-model steps and ran one after another at the end."""
-"""A stage's duration when no earlier run timed it (only the order of starts depends on it)."""
 
 
 @dataclass
