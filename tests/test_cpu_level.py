@@ -118,3 +118,29 @@ def test_the_machine_kind_names_architecture_vendor_and_vector_level(monkeypatch
                         else real_open(path, *a, **k))
     assert cpu.cpu_flags() == {"fpu", "avx2", "fma", "avx512f"}                 # the first processor's
     assert cpu.machine_kind()["vendor"] == "GenuineIntel" and cpu.machine_kind()["vector_level"] == "avx512"
+
+
+def test_4bit_layers_stay_off_the_avx512_bf16_inference_kernel(monkeypatch):
+    """bitsandbytes repacks a 4-bit layer for a bfloat16 kernel at its first no-grad eval forward on an AVX-512-BF16
+    CPU; under the AVX2 cap that switch is turned off, so inference multiplies as training does, in float32."""
+    torch = pytest.importorskip("torch")
+    bnb = pytest.importorskip("bitsandbytes")
+    from tasks.hf.hardware import pin_4bit_kernels
+
+    torch.manual_seed(0)
+    layer = bnb.nn.Linear4bit(128, 128, bias=False, compute_dtype=torch.float32, quant_type="nf4")
+    layer.load_state_dict({"weight": torch.randn(128, 128)})
+    layer = layer.to("cpu")                       # quantises
+    model = torch.nn.Sequential(layer)
+    layer.support_avx512bf16_for_cpu = True       # as bitsandbytes sets it on such a CPU
+    monkeypatch.setenv(cpu.ENV, "native")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert pin_4bit_kernels(model) == 0 and layer.support_avx512bf16_for_cpu   # native: the library's choice
+    monkeypatch.setenv(cpu.ENV, "avx2")
+    assert pin_4bit_kernels(model) == 1 and not layer.support_avx512bf16_for_cpu
+    x = torch.randn(3, 128)
+    with torch.no_grad():
+        trained_path = layer.train()(x)
+        eval_path = layer.eval()(x)
+    assert not getattr(layer.weight.quant_state, "packing_format_for_cpu", False)
+    assert torch.equal(trained_path, eval_path)

@@ -51,3 +51,25 @@ def effective_dtype(dtype: str, device: str = "cpu") -> str:
                 "at AVX2 by EMBP_CPU_LEVEL): using float32 instead (torch would emulate bfloat16 about 50x slower).",
                 device.upper())
     return "float32"
+
+
+def pin_4bit_kernels(model) -> int:
+    """Keep bitsandbytes' 4-bit layers of ``model`` on the kernels every machine has, where a stage caps kernels at
+    AVX2 (``core/cpu.py``). Returns how many layers were changed.
+
+    On a CPU with AVX-512-BF16, bitsandbytes (0.49) repacks a ``Linear4bit``'s weight at its first forward in eval
+    mode without gradients and from then on multiplies in bfloat16, the float32 input cast down, with its own native
+    kernel -- a switch that no environment variable reaches (it asks the CPU itself). A held-out loss or an agent's
+    scores then differ from those of any AVX2 machine (0.572 vs 0.568 nats for the smollm2-135m eval loss), while
+    training, which never takes that path, gives the same weights. Turning the layer's flag off keeps inference on
+    the dequantise-and-multiply path, the one training uses."""
+    from core import cpu
+
+    if cpu.level() != "avx2":
+        return 0
+    changed = 0
+    for module in model.modules():
+        if getattr(module, "support_avx512bf16_for_cpu", False):
+            module.support_avx512bf16_for_cpu = False
+            changed += 1
+    return changed

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from core.errors import ConfigError
-from tasks.hf.hardware import effective_dtype
+from tasks.hf.hardware import effective_dtype, pin_4bit_kernels
 from tasks.train import tiny
 from tasks.train.baselines import BaselineSpec
 from tasks.train.data import TEMPLATES, Encoder, Example, bodies
@@ -140,7 +140,10 @@ def load_base(family: Family, parts: dict[str, str], assets: Assets, *, quantize
         dtype = torch.float32     # CPU autocast computes in bf16 where asked; stored weights stay float32
     image_id = assets.tokenizer.convert_tokens_to_ids(tiny.IMAGE) if family.name == "minigpt4" else None
     parts = {k: resolve_part(v) for k, v in parts.items()}
-    return family.load(parts, image_token_id=image_id, quantization=quant, device=device, dtype=dtype)
+    model = family.load(parts, image_token_id=image_id, quantization=quant, device=device, dtype=dtype)
+    if quantize:
+        pin_4bit_kernels(model)       # the same inference kernels on every machine (tasks/hf/hardware.py)
+    return model
 
 
 def make_encoder(spec: BaselineSpec, family: Family, model, assets: Assets, max_seq_len: int) -> Encoder:
