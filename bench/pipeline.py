@@ -22,6 +22,9 @@ writes (``reports/timings/<stage>.json``, see flows/_runtime.record_overhead):
 runs independent stages side by side: ``reports/timings/embp-run.json``). With one stage at a time (``embp run
 --jobs 1``), ``dvc + rest`` is the whole run's wall time minus the sum of the stage processes: DVC's own hashing and
 lock writing, interpreter exits, and the server start where no stage waited for it.
+
+The last line is the CPU time of every process the run waited for (stages, workers, runners, DVC, the shared
+Prefect server): divided by the cores, the shortest the run could take if it kept every core busy.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -43,7 +47,10 @@ from repo_copy import copy_repo  # noqa: E402 - the tests' copy of a fresh clone
 from flows._parallel import facts_file  # noqa: E402
 
 
-def run_pipeline(work: Path, profile: str | None, targets: list[str], jobs: int | None = None) -> tuple[float, str]:
+def run_pipeline(work: Path, profile: str | None, targets: list[str], jobs: int | None = None
+                 ) -> tuple[float, str, tuple[float, float]]:
+    """The run's wall time, its output, and the CPU seconds (user, system) of every process it waited for: the
+    stages, their workers and robot runners, the DVC processes and the shared Prefect server."""
     bin_dir = str(Path(sys.executable).parent)
     env = os.environ | {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "EMBP_ROOT": str(work),
                         "DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -56,14 +63,17 @@ def run_pipeline(work: Path, profile: str | None, targets: list[str], jobs: int 
     # after setup, as a user runs it: `make setup` has created Prefect's database (not timed)
     subprocess.run([str(Path(bin_dir) / "prefect"), "server", "database", "upgrade", "-y"], env=env, check=True,
                    stdout=subprocess.DEVNULL)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime)
     output = log.read_text()
     if proc.returncode != 0 or "Running stage '" not in output:
         sys.exit(f"`{' '.join(cmd[1:])}` failed (exit {proc.returncode}):\n{output[-6000:]}")
-    return wall, output
+    return wall, output, cpu
 
 
 def stage_rows(work: Path, output: str) -> list[dict]:
@@ -87,7 +97,8 @@ def _f(value) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def print_table(rows: list[dict], wall: float, profile: str | None, targets: list[str]) -> None:
+def print_table(rows: list[dict], wall: float, profile: str | None, targets: list[str],
+                cpu: tuple[float, float] | None = None) -> None:
     print(f"pipeline: {'default' if not profile else 'profile ' + profile}"
           f"{'; targets ' + ' '.join(targets) if targets else ''}; {os.cpu_count()} cores; "
           f"python {platform.python_version()}; {time.strftime('%Y-%m-%d')}")
@@ -109,6 +120,12 @@ def print_table(rows: list[dict], wall: float, profile: str | None, targets: lis
         print(f"whole run: {wall:.1f} s ({wall / 60:.1f} min)")
     else:
         print(f"dvc + rest: {wall - processes:.1f} s; whole run: {wall:.1f} s ({wall / 60:.1f} min)")
+    if cpu is not None:
+        user, system = cpu
+        cores = os.cpu_count() or 1
+        print(f"CPU: {user:.1f} s user + {system:.1f} s system = {user + system:.1f} s, {(user + system) / wall:.2f} of "
+              f"{cores} cores on average; on {cores} fully used cores this work alone takes "
+              f"{(user + system) / cores:.1f} s")
 
 
 def main() -> None:
@@ -126,8 +143,8 @@ def main() -> None:
         work = Path(cleanup.name)
     try:
         copy_repo(work)
-        wall, output = run_pipeline(work, args.profile, args.targets, args.jobs)
-        print_table(stage_rows(work, output), wall, args.profile, args.targets)
+        wall, output, cpu = run_pipeline(work, args.profile, args.targets, args.jobs)
+        print_table(stage_rows(work, output), wall, args.profile, args.targets, cpu)
     finally:
         if cleanup is not None:
             cleanup.cleanup()
