@@ -147,9 +147,10 @@ def test_runner_exits_clearly_when_its_master_goes_away(tmp_path):
 
         while not published(uri, "/orphan/run_episodes/status") and time.monotonic() < deadline:
             time.sleep(0.2)
+        assert published(uri, "/orphan/run_episodes/status"), "the runner did not come up within 60 s"
         stop_process(master)
-        code = runner.wait(30)
-        output = runner.stdout.read()
+        output, _ = runner.communicate(timeout=30)     # read while waiting: a runner blocked on a full pipe never exits
+        code = runner.returncode
     finally:
         stop_process(runner)
         stop_process(master)

@@ -18,6 +18,7 @@ from test_train_support import (  # noqa: F401
     tracking_in,
 )
 
+from tasks.hf.hardware import pin_4bit_kernels
 from tasks.hf.scoring import per_candidate_scores
 from tasks.train.data import read_split
 from tasks.train.pipeline import plan_run
@@ -69,6 +70,7 @@ def test_a_tiny_qlora_adapter_reloads_with_plain_peft(tmp_path):
 
     base = AutoModelForCausalLM.from_pretrained(plan.model_dir / "base", quantization_config=_nf4(),
                                                 device_map={"": "cpu"}, dtype=torch.float32)
+    pin_4bit_kernels(base)      # the kernel choice every stage makes (a no-op but on AVX-512-BF16 CPUs)
     plain = PeftModel.from_pretrained(base, str(adapter)).eval()
     policy = load_for_inference(plan.model_dir)
     example = read_split(sft / "train.jsonl")[1]
@@ -118,6 +120,7 @@ def test_the_real_smollm2_adapter_records_its_hub_base_and_reloads_with_plain_pe
     base = AutoModelForCausalLM.from_pretrained(ensure_export(get("smollm2-135m-instruct")),
                                                 quantization_config=_nf4(getattr(torch, dt)), device_map={"": "cpu"},
                                                 dtype=torch.float32)
+    pin_4bit_kernels(base)
     plain = PeftModel.from_pretrained(base, str(plan.model_dir / "adapter")).eval()
     policy = load_for_inference(plan.model_dir)
     example = read_split(sft / "train.jsonl")[2]
