@@ -407,16 +407,16 @@ class RealGenerateParams(Strict):
     muep_scenes: Annotated[int, Field(ge=0, le=120)] = 1
     """The first N scenes, round-robin over room types (FloorPlan1, then 201, 301, 401, 2, ...), get the generation
     prompt; 0 = none."""
-    tasks_per_request: Annotated[int, Field(ge=1, le=200)] = 5
+    tasks_per_request: Annotated[int, Field(ge=1, le=200)] = 3
     n_examples: Annotated[int, Field(ge=0, le=60)] = 10
     """Example tasks in the prompt (muep.generate.n_examples: 30); fewer make a shorter prompt to process."""
-    muep_max_tokens: Annotated[int, Field(ge=16, le=4096)] = 160
+    muep_max_tokens: Annotated[int, Field(ge=16, le=4096)] = 96
 
 
 class RealRoboScriptParams(Strict):
     """RoboScript with the real model: task queries, code for some of them, and Table I code on the runners."""
 
-    worlds: Annotated[int, Field(ge=0, le=10000)] = 1
+    worlds: Annotated[int, Field(ge=0, le=10000)] = 0
     """The first N worlds (by id) get the task-query prompt; 0 = none."""
     queries_per_world: Annotated[int, Field(ge=1, le=200)] = 5
     query_max_tokens: Annotated[int, Field(ge=16, le=4096)] = 128
