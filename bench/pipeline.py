@@ -98,7 +98,7 @@ def _f(value) -> str:
 
 
 def print_table(rows: list[dict], wall: float, profile: str | None, targets: list[str],
-                cpu: tuple[float, float] | None = None) -> None:
+                cpu: tuple[float, float]) -> None:
     print(f"pipeline: {'default' if not profile else 'profile ' + profile}"
           f"{'; targets ' + ' '.join(targets) if targets else ''}; {os.cpu_count()} cores; "
           f"python {platform.python_version()}; {time.strftime('%Y-%m-%d')}")
@@ -120,12 +120,10 @@ def print_table(rows: list[dict], wall: float, profile: str | None, targets: lis
         print(f"whole run: {wall:.1f} s ({wall / 60:.1f} min)")
     else:
         print(f"dvc + rest: {wall - processes:.1f} s; whole run: {wall:.1f} s ({wall / 60:.1f} min)")
-    if cpu is not None:
-        user, system = cpu
-        cores = os.cpu_count() or 1
-        print(f"CPU: {user:.1f} s user + {system:.1f} s system = {user + system:.1f} s, {(user + system) / wall:.2f} of "
-              f"{cores} cores on average; on {cores} fully used cores this work alone takes "
-              f"{(user + system) / cores:.1f} s")
+    user, system = cpu
+    total, cores = user + system, os.cpu_count() or 1
+    print(f"CPU: {user:.1f} s user + {system:.1f} s system = {total:.1f} s, {total / wall:.2f} of {cores} cores on "
+          f"average; on {cores} fully used cores this work alone takes {total / cores:.1f} s")
 
 
 def main() -> None:
