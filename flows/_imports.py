@@ -11,6 +11,8 @@ reruns exactly the stages it can affect).
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 
@@ -36,12 +38,18 @@ def modules(root: Path | None = None) -> dict[str, Path]:
     return out
 
 
-def _hidden(tree: ast.AST) -> set[int]:
-    hidden: set[int] = set()
-    for node in ast.walk(tree):
+def _walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``'s nodes in its order, but none inside the body of an ``if TYPE_CHECKING:`` (its test and ``else``
+    are walked). One pass: a stage's :func:`code_digest` reads every project file."""
+    todo = deque([tree])
+    while todo:
+        node = todo.popleft()
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            hidden |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-    return hidden
+            todo.append(node.test)
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+        yield node
 
 
 def _plugin_targets() -> dict[str, set[str]]:
@@ -73,10 +81,7 @@ def import_graph(root: Path | None = None, plugins: bool = False) -> nx.DiGraph:
     for module, path in found.items():
         graph.add_node(module)
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        hidden = _hidden(tree)
-        for node in ast.walk(tree):
-            if id(node) in hidden:
-                continue
+        for node in _walk(tree):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
