@@ -396,9 +396,10 @@ class TrackingParams(Strict):
 
 #: The model every real-model step uses: SmolLM2-135M-Instruct through the ``hf`` backend, seeded sampling.
 REAL_LLM = LLMParams(backend="hf", model="smollm2-135m-instruct", temperature=0.7, top_p=0.95, max_tokens=256,
-                     seed=0, concurrency=1, hf=HFParams(dtype="float32", threads=2))
-"""float32 throughout: stages cap their kernels at AVX2 (core/cpu.py), where no CPU has native bfloat16. Two torch
-threads: a real-model stage runs alone (dvc repro runs one stage at a time) and prompt processing scales with them."""
+                     seed=0, concurrency=1, hf=HFParams(dtype="float32", threads=1))
+"""float32 throughout: stages cap their kernels at AVX2 (core/cpu.py), where no CPU has native bfloat16. One torch
+thread: ``embp run`` runs a one-thread stage beside another; a team of two spins at its barriers, which cost more CPU
+than the wall time it saved (bench/README.md). The cpu-real profile, run one stage at a time, sets two."""
 
 
 class RealGenerateParams(Strict):
@@ -474,7 +475,7 @@ class RealEvalParams(Strict):
 
 def _real_train() -> TrainParams:
     return TrainParams(profile="full", baselines=["smollm2-135m"], max_steps=5, batch_size=2, precision="float32",
-                       gradient_checkpointing=False, save_every=5, eval_batches=1, cpu_threads=2)
+                       gradient_checkpointing=False, save_every=5, eval_batches=1, cpu_threads=1)
 
 
 class RealModelParams(Strict):
