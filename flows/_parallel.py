@@ -17,7 +17,8 @@ hashing, the run cache, ``dvc.lock``):
    (default 1). Worker pools and robot runners are single-threaded processes, which the OS shares out well: two
    such stages side by side finish sooner than one after the other (each leaves gaps the other fills). A team of
    OpenMP threads does not share: its threads spin while they wait for each other, and a 2-thread torch stage
-   beside a busy one ran 3.5x slower; such a stage declares ``cores: 2`` and gets them to itself. Among the ready
+   beside a busy one ran 3.5x slower; such a stage declares ``cores: 2`` and gets them to itself (the default params
+   run every torch step on one thread, so none does). Among the ready
    stages, the longest remaining chain goes first (estimated from the last run's ``reports/timings``, else from the
    stage's ``meta: {seconds: N}`` hint in dvc.yaml), and none jumps the queue of a wider one (:func:`admit`), so
    the critical path (metadata -> ... -> real-model training -> its evaluation) does not wait behind short side
