@@ -126,15 +126,24 @@ def _drain_prefect_workers() -> None:
 def shared_prefect_server():
     """Point this stage (and its worker processes) at the run's shared Prefect server (``flows._prefect_server``:
     started by the first stage of a run, stopped when idle). With ``PREFECT_API_URL`` set, runs go to that
-    server and nothing is started."""
+    server and nothing is started.
+
+    On the shared server a flow run sends no heartbeats. They let a long-lived server mark the runs of a process that
+    died as crashed; this server lives only as long as the run, and `dvc repro` / `embp run` see a dead stage
+    themselves. Prefect's heartbeat thread sleeps in 1-s steps, and the end of every flow waited for it: 0.5-1 s a
+    stage. Runs against a server of your own (``PREFECT_API_URL``) keep Prefect's heartbeats."""
     if os.environ.get("PREFECT_API_URL"):
         yield
         return
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        temporary_settings,
+    )
 
     from flows._prefect_server import lease
 
-    with lease() as url, temporary_settings(updates={PREFECT_API_URL: url}):
+    with lease() as url, temporary_settings(updates={PREFECT_API_URL: url, PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
         os.environ["PREFECT_API_URL"] = url  # for the stage's worker processes
         _refresh_global_settings()  # and for threads that start without this context
         try:

@@ -26,7 +26,7 @@ STAGE = textwrap.dedent("""
 
     @flow(name="probe")
     def probe():
-        return os.environ["PREFECT_API_URL"]
+        return os.environ["PREFECT_API_URL"], get_current_settings().flows.heartbeat_frequency  # as the engine reads it
 
     def bare_thread_url():  # as Prefect's own threads see it (the process pool's forwarder): no copied context
         seen = []
@@ -35,8 +35,11 @@ STAGE = textwrap.dedent("""
         thread.join()
         return seen[0]
 
+    outside = get_current_settings().flows.heartbeat_frequency
     with shared_prefect_server():
-        print(json.dumps({"url": probe(), "server": json.load(open(sys.argv[1])), "thread_url": bare_thread_url()}))
+        url, heartbeat = probe()
+        print(json.dumps({"url": url, "server": json.load(open(sys.argv[1])), "thread_url": bare_thread_url(),
+                          "heartbeat": heartbeat, "heartbeat_outside": outside}))
 """)
 
 
@@ -56,6 +59,8 @@ def test_stages_share_one_server_that_stops_when_idle(tmp_path):
     assert first["url"] == second["url"] == first["server"]["url"]
     # Prefect's threads see it too: else the events worker starts Prefect's temporary server in such a thread
     assert first["thread_url"] == first["url"]
+    # no heartbeat thread on the run's own server (each flow's end waited up to 1 s for it); Prefect's default outside
+    assert first["heartbeat"] is None and first["heartbeat_outside"] is not None
     assert first["server"]["pid"] == second["server"]["pid"]
     pid = first["server"]["pid"]
     deadline = time.monotonic() + 60
