@@ -91,7 +91,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 #: The most the default pipeline's one run (the ``default_data`` fixture below) may take: run_checked's own limit on
 #: it. pytest-timeout counts a test's fixture set-up against the test's limit, and the first test to ask for the
-#: fixture pays for the whole pipeline (about 7 min on 2 fast idle cores, over 15 min on 2 AVX2-only ones).
+#: fixture pays for the whole pipeline (a plain `dvc repro`, cold processes: 5.3 min on 2 fast idle cores in CI,
+#: 2026-12-04; over 15 min on 2 AVX2-only ones before the real-model steps took one thread each).
 DEFAULT_DATA_BUDGET_S = 3600
 
 

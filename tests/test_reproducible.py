@@ -24,8 +24,8 @@ def _outputs(root) -> dict[str, str]:
     return {out["path"]: out.get("md5") for stage in lock["stages"].values() for out in stage.get("outs", [])}
 
 
-# The second whole pipeline (about 7 min on 2 fast idle cores, over 15 min on 2 AVX2-only ones, more on a busy
-# machine); conftest adds the first one's budget when this test is the first to ask for default_data.
+# The second whole pipeline (`embp run`: 2.8 min on 2 fast idle cores in CI, 2026-12-04; several times that on 2
+# AVX2-only ones or a busy machine); conftest adds the first one's budget when this test is the first to ask for default_data.
 @pytest.mark.timeout(3600)
 def test_two_regenerations_give_identical_outputs(default_data, tmp_path):
     """The first regeneration is a plain `dvc repro` (every stage a cold process, one at a time), the second `embp run`
