@@ -116,13 +116,17 @@ def facts_file(root: Path, stage: str) -> Path:
 
 
 def estimates(root: Path, stages: list[str]) -> dict[str, float]:
-    """Each stage's process time in the last run that timed it (its run facts)."""
+    """Each stage's process time in the last run that timed it (its run facts). Facts without a process time were not
+    written by a stage's own process (a flow called in-process, e.g. by a test) and say nothing of how long the stage
+    takes: they are left out, so the stage keeps its dvc.yaml hint (a 0 would make it look light)."""
     out = {}
     for stage in stages:
         try:
-            out[stage] = float(json.loads(facts_file(root, stage).read_text()).get("process_s") or 0.0)
-        except (OSError, ValueError, AttributeError):
+            seconds = float(json.loads(facts_file(root, stage).read_text()).get("process_s") or 0.0)
+        except (OSError, ValueError, AttributeError, TypeError):
             continue
+        if seconds > 0:
+            out[stage] = seconds
     return out
 
 

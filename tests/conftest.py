@@ -53,6 +53,18 @@ def pytest_report_header(config):
             "(restricted compiler, guards, uid 65534, rlimits, seccomp)")
 
 
+@pytest.fixture(autouse=True)
+def _run_facts_stay_out_of_the_checkout(tmp_path_factory, monkeypatch):
+    """A stage run in the test process (a flow called directly, a ``StageLog``) writes its run facts under
+    ``paths.REPORTS / "timings"``: in a test that is a temporary folder, never the checkout's ``reports/timings/``,
+    where the next ``embp run`` would take them for the last run's stage times (a robot test's tiny evaluation made
+    roboscript-eval look light, and it was started early, slowing the run's critical path). A test that sets
+    ``paths.REPORTS`` itself overrides this."""
+    from tasks import paths
+
+    monkeypatch.setattr(paths, "REPORTS", tmp_path_factory.mktemp("reports"))
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # No silent skips: a skip fails the run unless the test carries @pytest.mark.allowed_skip(reason=...).
 

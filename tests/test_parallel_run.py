@@ -234,5 +234,7 @@ def test_estimates_read_each_stage_s_run_facts(tmp_path):
     (timings / "muep-train@opt-6.7b.json").write_text('{"process_s": 12.5}')
     (timings / "roboscript-eval.json").write_text('{"process_s": 30}')
     (timings / "broken.json").write_text("{")
-    got = _parallel.estimates(tmp_path, ["muep-train-tiny@opt-6.7b", "roboscript-eval", "broken", "muep-card"])
+    (timings / "roboscript-shapes.json").write_text('{"stage": "roboscript-shapes", "wall_s": 2.1}')  # in-process
+    got = _parallel.estimates(tmp_path, ["muep-train-tiny@opt-6.7b", "roboscript-eval", "broken", "muep-card",
+                                         "roboscript-shapes"])
     assert got == {"muep-train-tiny@opt-6.7b": 12.5, "roboscript-eval": 30.0}
