@@ -102,3 +102,18 @@ def read_parquet(path: Path) -> pd.DataFrame:
     import pandas as pd
 
     return pd.read_parquet(path, engine="pyarrow")
+
+
+def dvc_md5(path: Path) -> str:
+    """The md5 DVC records in dvc.lock for the output ``path`` (a folder: ``<md5>.dir``), computed from its contents
+    with DVC's own hashing (dvc-data), as ``dvc repro`` does when it records the output. A stage that names the
+    version of its input takes it from here, never from dvc.lock: under ``embp run`` other stages rewrite the lock
+    while a stage runs, so a read could catch it half-written, and the recorded name would depend on timing."""
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs.local import LocalFileSystem
+
+    fs = LocalFileSystem()
+    with tempfile.TemporaryDirectory() as scratch:
+        _, _, obj = build(HashFileDB(fs, scratch), str(Path(path).resolve()), fs, "md5")
+    return obj.hash_info.value

@@ -110,3 +110,13 @@ def test_the_committed_reports_are_the_outputs_the_committed_dvc_lock_records():
     assert len(files) > 20
     stale = [rel for rel in files if hashlib.md5(committed_bytes(rel)).hexdigest() != outs[rel]]
     assert not stale, f"committed reports that are not dvc.lock's outputs: {stale}"
+
+
+def test_dvc_md5_from_contents_is_what_dvc_records():
+    """core.io.dvc_md5 (how stages name the version of an input folder, never reading dvc.lock, which other stages
+    rewrite while they run) gives DVC's own hash: checked on the committed folder output of roboscript-eval."""
+    from core.io import dvc_md5
+
+    lock = yaml.safe_load((REPO / "dvc.lock").read_text())
+    out = next(o for o in lock["stages"]["roboscript-eval"]["outs"] if o["path"] == "reports/roboscript/table2_runs")
+    assert dvc_md5(REPO / out["path"]) == out["md5"]

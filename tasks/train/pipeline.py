@@ -12,8 +12,6 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
-
 from core.errors import ConfigError, DataError
 from tasks import paths
 from tasks.muep import layout
@@ -88,17 +86,11 @@ def _tiny_llm_config(family: Family):
     return {"llama": tiny.llama_config, "opt": tiny.opt_config, "bloom": tiny.bloom_config}[family.name](_VocabOnly())
 
 
-def dvc_md5(sft_dir: Path) -> str | None:
-    """The md5 DVC recorded for the SFT folder in dvc.lock (None outside a DVC checkout)."""
-    lock = paths.ROOT / "dvc.lock"
-    if not lock.exists():
-        return None
-    target = paths.rel(sft_dir)
-    for stage in (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {}).values():
-        for out in stage.get("outs", []):
-            if out.get("path") == target:
-                return out.get("md5")
-    return None
+def dvc_md5(sft_dir: Path) -> str:
+    """DVC's md5 of the SFT folder (what dvc.lock records for it), from its contents (:func:`core.io.dvc_md5`)."""
+    from core.io import dvc_md5 as content_md5
+
+    return content_md5(sft_dir)
 
 
 def plan_run(name: str, params: TrainParams, *, sft_dir: Path | None = None, base: str | None = None,

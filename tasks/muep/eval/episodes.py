@@ -15,11 +15,9 @@ agent plays each episode of its batch, so a worker translates a scene instance o
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from core.errors import DataError
 from tasks.muep.eval.harness import EvalBatch
@@ -106,33 +104,16 @@ def make_batches(specs: list[EpisodeSpec], agents: list[tuple[str, str]], batch_
     return batches
 
 
-def _md5(path: Path) -> str:
-    digest = hashlib.md5()  # noqa: S324 - DVC's content hash, not security
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def dataset_version(root: Path, out_dir: Path, index: Path | None = None, stage: str = "muep-demos") -> str:
-    """``dvc:<md5>`` -- DVC's hash of the ``stage``'s output ``out_dir`` in dvc.lock -- when dvc.lock has it *and* the
-    DVC cache's listing of that version holds the ``index`` table (default ``out_dir/episodes.parquet``) that is on
-    disk (a lock from an older run is not trusted); otherwise ``sha256:<16 hex>`` of the table."""
+    """``dvc:<md5>``: DVC's hash of the ``stage``'s output ``out_dir`` (what dvc.lock records for it), computed from
+    the folder's contents (:func:`core.io.dvc_md5`; dvc.lock itself is rewritten by other stages while this one runs).
+    The ``index`` table (default ``out_dir/episodes.parquet``) must exist. ``root`` is kept for callers' sake."""
+    from core.io import dvc_md5
+
     index = Path(index) if index is not None else out_dir / "episodes.parquet"
     if not index.exists():
         raise DataError(f"{index} does not exist.", hint=f"Run the {stage} stage first (`dvc repro {stage}`).")
-    fallback = "sha256:" + hashlib.sha256(index.read_bytes()).hexdigest()[:16]
-    lock = root / "dvc.lock"
-    try:
-        entry = yaml.safe_load(lock.read_text(encoding="utf-8"))["stages"][stage]
-        md5 = next(o["md5"] for o in entry["outs"] if Path(root, o["path"]).resolve() == out_dir.resolve())
-        listing = root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
-        entries = json.loads(listing.read_text(encoding="utf-8"))
-        relpath = index.resolve().relative_to(out_dir.resolve()).as_posix()
-        recorded = next(e["md5"] for e in entries if e["relpath"] == relpath)
-    except (OSError, KeyError, TypeError, StopIteration, ValueError, yaml.YAMLError):
-        return fallback
-    return f"dvc:{md5.removesuffix('.dir')}" if recorded == _md5(index) else fallback
+    return f"dvc:{dvc_md5(out_dir).removesuffix('.dir')}"
 
 
 def few_shot_examples(demos_dir: Path, per_type: int, seed: int) -> dict[str, list[str]]:
