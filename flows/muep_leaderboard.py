@@ -11,7 +11,7 @@ from flows._runtime import main
 from tasks import tracking
 from tasks.muep import layout
 from tasks.muep.eval import leaderboard
-from tasks.muep.eval.runs import EXPERIMENT, read_runs
+from tasks.muep.eval.runs import EXPERIMENT, load_outcomes, read_runs
 from tasks.params import load_params
 from tasks.progress import StageLog
 from tasks.roboscript.eval import leaderboard as robot_leaderboard
@@ -38,6 +38,7 @@ def build_leaderboard(params_file: str | None = None, all_versions: bool = False
         runs = read_runs(client, experiment.experiment_id)
         slog.read(uri, f"{len(runs)} finished runs of {name}")
         board = leaderboard.build(runs, all_versions=all_versions)
+        leaderboard.attach_outcomes(board, lambda run: load_outcomes(client, run.run_id, run.split))
         source = f"experiment `{name}`"
         md, page = leaderboard.to_markdown(board, source), leaderboard.to_html(board, source)
         robot_name = f"{params.tracking.experiment_prefix}/{robot_leaderboard.EXPERIMENT}"

@@ -98,6 +98,11 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     assert alf.data.params["dataset_version"] == oracle["dataset_versions"]["alfworld"]
     assert run.data.metrics["sr/look_at_obj_in_light"] == 1.0
     assert "rdi" not in run.data.metrics  # undefined without a failure: not logged
+    assert run.data.metrics["sr_ci_low"] == run.data.metrics["sr_ci_high"] == 1.0     # certain: no spread
+    assert oracle["by_split"]["unseen_test"]["ci95"] == {"sr": [1.0, 1.0], "gcs": [1.0, 1.0], "pr": [1.0, 1.0],
+                                                         "level": 0.95, "indicative": True}
+    outcomes = client.download_artifacts(run.info.run_id, "outcomes/unseen_test.json", str(tmp_path / "o"))
+    assert len(json.loads(Path(outcomes).read_text())) == 3
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs
     inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
     assert [(i.dataset.name, i.dataset.digest) for i in inputs] == [
@@ -116,7 +121,10 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     _flow("muep_leaderboard", root, env)
     md = (root / "reports/leaderboard.md").read_text()
     html = (root / "reports/leaderboard.html").read_text()
-    assert "| oracle | 100.0 | " in md and "| random |" in md and "| openai:test-model |" in md
+    assert "| oracle | 100.0 [100.0, 100.0] | " in md and "| random |" in md and "| openai:test-model |" in md
+    # every SR / GCS / PR cell with its interval; 3 episodes a split: indicative; agents on the same games paired
+    assert "| 6 † |" in md and "## Paired comparisons: ALFWorld's test games" in md
+    assert "| oracle | openai:test-model | 6 | 6 | 0 | 0.031 | yes |" in md
     # a program is never presented as a model: every table with oracle / random says what they are
     tables = md.split("\n## ")[1:]
     assert tables and all("Scripted programs, not models: `oracle`" in t for t in tables if "| oracle |" in t)
@@ -150,7 +158,7 @@ def test_leaderboard_keeps_the_newest_run_per_agent_and_split_of_the_newest_data
     main = tables(board)[0]
     assert main[0] == "Main results: MuEP's generated test episodes"
     assert main[1][1:5] == ["#Seen SR", "#Seen IS", "#Seen GCS", "#Seen GCS-A"] and main[2][1][:2] == ["random", "50.0"]
-    assert main[2][0][-3:] == ["100.0", "50.0", "2"] and main[2][0][7] == "-"          # oracle has no #Unseen run
+    assert main[2][0][-3:] == ["100.0", "50.0", "2 †"] and main[2][0][7] == "-"        # oracle has no #Unseen run
     assert main[2][1][7] == "0.0" and main[2][1][3:5] == ["50.0", "25.0"]               # GCS and GCS-A
     assert "old" in build(runs, all_versions=True).labels
     assert "No evaluation runs yet" in to_markdown(build([]), "x")
@@ -175,3 +183,42 @@ def test_leaderboard_puts_alfworlds_games_first_each_dataset_on_its_newest_versi
     md = to_markdown(board, "x")
     assert "`max_steps=30, invalid_streak=10` (llm) -- the invalid-action streak stop is NOT a rule of the paper" in md
     assert "`max_steps=30` (oracle, random)" in md
+
+
+def _outcomes(successes: list[bool]) -> dict:
+    from tasks.muep.eval.metrics import EpisodeMetrics
+
+    return {f"ep{i:03d}": EpisodeMetrics(success=ok, steps=0, valid=0, goals_met=int(ok), goals_total=1,
+                                         conditions_met=0, conditions_total=0, progress=float(ok), disoriented=False)
+            for i, ok in enumerate(successes)}
+
+
+def test_leaderboard_intervals_and_paired_comparisons_come_from_the_runs_outcomes():
+    from tasks.muep.eval.leaderboard import attach_outcomes
+
+    def summary(label, split, solved):
+        t = Tally(episodes=40, successes=solved, steps=400, steps_success=0, valid=400, goals_met=solved,
+                  goals_total=40, conditions_met=0, conditions_total=0, failed=40 - solved, disoriented_failed=0,
+                  progress_sum=float(solved))
+        return RunSummary(f"{label}-{split}", label, label, split, "v", 1, t, {}, "muep-alfworld")
+
+    runs = [summary("strong", "alfworld_seen", 30), summary("strong", "alfworld_unseen", 20),
+            summary("weak", "alfworld_seen", 10), summary("weak", "alfworld_unseen", 10),
+            summary("other", "alfworld_seen", 10)]
+    outcomes = {("strong", "alfworld_seen"): _outcomes([True] * 30 + [False] * 10),
+                ("strong", "alfworld_unseen"): _outcomes([True] * 20 + [False] * 20),
+                ("weak", "alfworld_seen"): _outcomes([True] * 10 + [False] * 30),
+                ("weak", "alfworld_unseen"): _outcomes([True] * 10 + [False] * 30),
+                ("other", "alfworld_seen"): _outcomes([False] * 30 + [True] * 10)}
+    board = attach_outcomes(build(runs), lambda run: outcomes.get((run.label, run.split)))
+    main = tables(board)[0]
+    strong = main[2][0]
+    assert strong[0] == "strong" and strong[1].startswith("75.0 [") and strong[-1] == "80"
+    low, high = (float(x) for x in strong[1].split("[")[1].rstrip("]").split(", "))
+    assert 58 <= low < 75 < high <= 90                  # binomial: 75 +- 13.4
+    assert strong[-3].startswith("62.5 [")                 # overall SR over both splits, resampled per split
+    paired = next(t for t in tables(board) if t[0].startswith("Paired comparisons"))
+    # strong and weak played the same 80 games: 20 + 10 only strong solved, none only weak -> they differ
+    assert paired[2] == [["strong", "weak", "80", "30", "0", "<0.001", "yes"]]
+    # "other" played only #Seen: not paired over the test set, and its single split of 40 episodes is not indicative
+    assert next(r for r in main[2] if r[0] == "other")[-1] == "40"

@@ -9,6 +9,11 @@ Which runs: for each (agent label, split), the newest finished run -- of the new
 (among that dataset's runs), unless ``all_versions`` (then each label's newest run of any version). Overall figures
 are the splits' tallies added up, so they are exact, not averages of averages. The header names the stop rules the
 runs played by; an invalid-action streak stop (not in the paper) is named with the agents it applied to.
+
+Error bars: SR, GCS and PR cells carry their 95 % bootstrap interval over episodes (overall figures resampled within
+each split), computed from each run's per-episode outcomes (:func:`attach_outcomes`) with :mod:`tasks.stats`; rows
+of fewer than 30 episodes are marked indicative (``†``). Under each test set, every pair of agents that played the
+same episodes is compared on per-episode success with McNemar's exact test.
 """
 
 from __future__ import annotations
@@ -18,7 +23,10 @@ import html
 import io
 from dataclasses import dataclass, field
 
-from tasks.muep.eval.metrics import Tally
+from collections.abc import Callable
+
+from tasks import stats
+from tasks.muep.eval.metrics import INTERVAL_RATES, EpisodeMetrics, Tally, intervals
 from tasks.muep.eval.runs import RunSummary
 from tasks.muep.vocab import TASK_TYPES
 
@@ -45,6 +53,28 @@ class Board:
     cells: dict[tuple[str, str], Tally] = field(default_factory=dict)                 # (label, split)
     types: dict[tuple[str, str, str], Tally] = field(default_factory=dict)           # (label, split, type)
     runs: list[RunSummary] = field(default_factory=list)
+    outcomes: dict[tuple[str, str], dict[str, EpisodeMetrics]] = field(default_factory=dict)   # (label, split)
+
+    def interval(self, label: str, splits: list[str] | tuple[str, ...], name: str) -> stats.Interval | None:
+        """The bootstrap interval of ``name`` (sr, gcs, pr) for ``label`` over ``splits`` (resampled per split);
+        None unless every split has its per-episode outcomes."""
+        if not all((label, s) in self.outcomes for s in splits):
+            return None
+        episodes = [m for s in splits for _, m in sorted(self.outcomes[(label, s)].items())]
+        strata = [s for s in splits for _ in self.outcomes[(label, s)]]
+        return intervals(episodes, strata if len(splits) > 1 else None)[name]
+
+    def paired(self, a: str, b: str, splits: list[str] | tuple[str, ...]) -> stats.McNemar | None:
+        """McNemar's test of ``a`` against ``b`` on per-episode success, when both played exactly the same episodes
+        of every split (None otherwise)."""
+        pairs_a, pairs_b = [], []
+        for s in splits:
+            oa, ob = self.outcomes.get((a, s)), self.outcomes.get((b, s))
+            if oa is None or ob is None or set(oa) != set(ob):
+                return None
+            pairs_a += [oa[e].success for e in sorted(oa)]
+            pairs_b += [ob[e].success for e in sorted(ob)]
+        return stats.mcnemar(pairs_a, pairs_b) if pairs_a else None
 
     def overall(self, label: str, splits: list[str] | tuple[str, ...] | None = None) -> Tally:
         splits = self.splits if splits is None else splits
@@ -96,10 +126,48 @@ def build(runs: list[RunSummary], all_versions: bool = False) -> Board:
     return board
 
 
+def attach_outcomes(board: Board, load: Callable[[RunSummary], dict[str, EpisodeMetrics] | None]) -> Board:
+    """Fetch the per-episode outcomes of every chosen run (``load``: e.g. :func:`tasks.muep.eval.runs.load_outcomes`
+    on the MLflow client); a run without them keeps its point estimates only."""
+    for run in board.runs:
+        outcomes = load(run)
+        if outcomes is not None:
+            board.outcomes[(run.label, run.split)] = outcomes
+    return board
+
+
+INDICATIVE = "†"
+
+
 def fmt(name: str, value: float | None) -> str:
     if value is None:
         return "-"
     return f"{100 * value:.1f}" if name in PERCENT else f"{value:.2f}"
+
+
+def cell(board: Board, label: str, splits: list[str], name: str, value: float | None) -> str:
+    """A main-table cell: SR / GCS / PR with their interval where the runs' outcomes are there, else the rate."""
+    if name in INTERVAL_RATES and value is not None:
+        interval = board.interval(label, splits, name)
+        if interval is not None:
+            return stats.fmt_interval(interval)
+    return fmt(name, value)
+
+
+PAIRED_HEADER = ["Agent A", "Agent B", "Episodes", "Only A solved", "Only B solved", "McNemar p",
+                 f"Differ at {stats.ALPHA:g}"]
+
+
+def paired_rows(board: Board, splits: list[str]) -> list[list[str]]:
+    """One row per pair of agents (in table order) that played the same episodes of every split of the test set."""
+    rows = []
+    for i, a in enumerate(board.labels):
+        for b in board.labels[i + 1:]:
+            test = board.paired(a, b, splits)
+            if test is not None:
+                rows.append([a, b, str(test.episodes), str(test.only_a), str(test.only_b), stats.fmt_p(test.p),
+                             "yes" if test.differ else "no"])
+    return rows
 
 
 def _type_label(kind: str) -> str:
@@ -119,14 +187,21 @@ def tables(board: Board) -> list[tuple[str, list[str], list[list[str]]]]:
         for label in board.labels:
             if not any((label, s) in board.cells for s in splits):
                 continue
+            episodes = board.overall(label, splits).episodes
             row = [label]
             for s in splits:
                 rates = board.cells[(label, s)].rates() if (label, s) in board.cells else {}
-                row += [fmt(name, rates.get(name)) for name, _ in COLUMNS]
+                row += [cell(board, label, [s], name, rates.get(name)) for name, _ in COLUMNS]
+            present = [s for s in splits if (label, s) in board.cells]
             overall = board.overall(label, splits).rates()
-            row += [fmt("sr", overall["sr"]), fmt("pr", overall["pr"]), str(board.overall(label, splits).episodes)]
+            row += [cell(board, label, present, "sr", overall["sr"]), cell(board, label, present, "pr", overall["pr"]),
+                    f"{episodes} {INDICATIVE}" if episodes < stats.INDICATIVE_BELOW else str(episodes)]
             rows.append(row)
         out.append((f"Main results: {title}", header, rows))
+    for title, splits in board.test_sets():
+        comparisons = paired_rows(board, splits)
+        if comparisons:
+            out.append((f"Paired comparisons: {title}", PAIRED_HEADER, comparisons))
     detail_header = ["Agent", "Task type", "Episodes"] + [name for _, name in DETAIL]
     for title, splits in board.test_sets():
         groups = [([s], SPLIT_TITLES.get(s, s)) for s in splits]
@@ -168,7 +243,11 @@ def _preamble(board: Board, source: str) -> str:
     return (f"{len(board.runs)} MLflow runs from {source}; dataset versions {versions}. Stop rules: "
             f"{'; '.join(rules) or 'none'}. SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
             "(ALFWorld's goal conditions), LC, RDI and PR (progress rate) in %; IS = mean steps of the successful "
-            "episodes, IS (all) = of all episodes. \"-\" = undefined (no successful / failed episode). Definitions: "
+            "episodes, IS (all) = of all episodes. \"-\" = undefined (no successful / failed episode). SR, GCS and "
+            f"PR in the main tables with their {stats.LEVEL:.0%} bootstrap interval over episodes "
+            f"[low, high] ({stats.RESAMPLES} seeded resamples; overall figures resampled within each split); "
+            f"{INDICATIVE} = fewer than {stats.INDICATIVE_BELOW} episodes, indicative only. Paired comparisons: "
+            "McNemar's exact test on per-episode success, for agents that played the same episodes. Definitions: "
             "docs/muep-eval.md.")
 
 

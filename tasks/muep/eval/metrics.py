@@ -27,9 +27,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
+from tasks import stats
 from tasks.muep.eval.records import EpisodeResult
 
 RATES = ("sr", "is_success", "is_all", "gcs", "gcs_alfworld", "lc", "rdi", "pr")
+INTERVAL_RATES = ("sr", "gcs", "pr")
+"""The rates that get a 95 % bootstrap interval over episodes (:mod:`tasks.stats`) in every report, run and table."""
 
 # ----------------------------------------------------------------------------------------------------------------
 # Reasoning disorientation
@@ -157,6 +160,23 @@ class Tally:
                 "pr": ratio(self.progress_sum, self.episodes)}
 
 
+def intervals(ms: Sequence[EpisodeMetrics], strata: Sequence[object] | None = None
+              ) -> dict[str, stats.Interval | None]:
+    """The bootstrap intervals of SR, GCS and PR over these episodes (``strata``: resampled within each, e.g. the
+    split of each episode for an overall figure), each the same ratio of sums as its rate in :meth:`Tally.rates`."""
+    return {"sr": stats.bootstrap([float(m.success) for m in ms], strata=strata),
+            "gcs": stats.bootstrap([m.goals_met for m in ms], [m.goals_total for m in ms], strata=strata),
+            "pr": stats.bootstrap([m.progress for m in ms], strata=strata)}
+
+
+def interval_block(ms: Sequence[EpisodeMetrics], strata: Sequence[object] | None = None, digits: int = 4) -> dict:
+    """``{"sr": [low, high], ...}`` for a JSON report (``null`` where undefined), plus ``indicative`` when there are
+    fewer episodes than :data:`tasks.stats.INDICATIVE_BELOW`."""
+    out: dict = {name: (None if i is None else [round(i.low, digits), round(i.high, digits)])
+                 for name, i in intervals(ms, strata).items()}
+    return out | {"level": stats.LEVEL, "indicative": len(ms) < stats.INDICATIVE_BELOW}
+
+
 def tally(results: Sequence[EpisodeResult]) -> Tally:
     out = Tally()
     for r in results:
@@ -172,17 +192,23 @@ def summary(t: Tally, digits: int = 4) -> dict[str, float | int | None]:
 
 def report(results: Sequence[EpisodeResult]) -> dict:
     """The ``reports/muep/eval_<agent>.json`` body: overall, per split, per task type, and per split and task type
-    (the paper's Tables 2 and 4)."""
+    (the paper's Tables 2 and 4); overall and per split with the 95 % intervals of SR, GCS and PR (``ci95``;
+overall resampled within each split)."""
     by_split: dict[str, Tally] = {}
     by_type: dict[str, Tally] = {}
     by_both: dict[str, dict[str, Tally]] = {}
-    for r in results:
+    per_split: dict[str, list[EpisodeMetrics]] = {}
+    for r in sorted(results, key=lambda r: (r.split, r.episode_id)):
         m = episode_metrics(r)
+        per_split.setdefault(r.split, []).append(m)
         by_split.setdefault(r.split, Tally()).add(m)
         by_type.setdefault(r.task_type, Tally()).add(m)
         by_both.setdefault(r.split, {}).setdefault(r.task_type, Tally()).add(m)
     overall = sum(by_split.values(), Tally())
-    return {"overall": summary(overall), "by_split": {s: summary(t) for s, t in sorted(by_split.items())},
+    every = [m for s in sorted(per_split) for m in per_split[s]]
+    strata = [s for s in sorted(per_split) for _ in per_split[s]]
+    return {"overall": summary(overall) | {"ci95": interval_block(every, strata)},
+            "by_split": {s: summary(t) | {"ci95": interval_block(per_split[s])} for s, t in sorted(by_split.items())},
             "by_task_type": {k: summary(t) for k, t in sorted(by_type.items())},
             "by_split_task_type": {s: {k: summary(t) for k, t in sorted(kinds.items())}
                                    for s, kinds in sorted(by_both.items())}}

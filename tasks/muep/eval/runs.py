@@ -11,7 +11,11 @@ A run holds
   the time went (``time/<part>_s`` per agent-episode), which the result files never hold;
 * tags -- ``agent``, ``agent_label``, ``split``, ``dataset``, ``dataset_version``, ``stop_rules``, ``stage``, and
   ``eval_fingerprint`` (what was evaluated, under which code and rules);
-* artifact -- ``trajectories/<split>.jsonl``: one line per episode, every step.
+* metrics, too -- ``<rate>_ci_low`` / ``<rate>_ci_high``: the 95 % bootstrap interval of SR, GCS and PR over the
+  split's episodes (:func:`tasks.muep.eval.metrics.intervals`, the definition every table uses);
+* artifacts -- ``trajectories/<split>.jsonl``: one line per episode, every step; ``outcomes/<split>.json``: per
+  episode id, its success, sub-goals met / total and progress, from which the leaderboard computes intervals over
+  any set of splits and pairs agents that played the same episodes (:func:`load_outcomes`).
 
 Runs are written by :func:`tasks.tracking.log_run` (batched calls, FAILED on an error half-way). A run whose
 ``eval_fingerprint`` already has a finished run is not logged again, so a resumed evaluation adds no duplicate; an
@@ -21,6 +25,7 @@ unfinished one (a run killed while it was being logged) is deleted first.
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -29,7 +34,7 @@ from pathlib import Path
 from core.io import atomic_path
 from tasks import paths
 from tasks.muep import layout
-from tasks.muep.eval.metrics import Tally, episode_metrics
+from tasks.muep.eval.metrics import EpisodeMetrics, Tally, episode_metrics, intervals
 from tasks.muep.eval.records import EpisodeResult
 from tasks.params import EvalParams, TrackingParams
 from tasks.tracking import DatasetRef
@@ -48,8 +53,12 @@ def split_tallies(results: Sequence[EpisodeResult]) -> tuple[Tally, dict[str, Ta
     return total, by_type
 
 
-def metric_values(total: Tally, by_type: dict[str, Tally]) -> dict[str, float]:
+def metric_values(total: Tally, by_type: dict[str, Tally],
+                  episodes: Sequence[EpisodeMetrics] = ()) -> dict[str, float]:
     out: dict[str, float] = {}
+    for name, interval in intervals(episodes).items() if episodes else ():
+        if interval is not None:
+            out |= {f"{name}_ci_low": interval.low, f"{name}_ci_high": interval.high}
     for suffix, t in [("", total)] + [(f"/{k}", v) for k, v in sorted(by_type.items())]:
         out |= {f"{name}{suffix}": float(v) for name, v in t.rates().items() if v is not None}
         out |= {f"n/{name}{suffix}": float(v) for name, v in t.counts().items()}
@@ -136,10 +145,38 @@ def log_run(tracking: TrackingParams, label: str, split: str, params: dict[str, 
     source = layout.ALFWORLD if tags.get("dataset") == "muep-alfworld" else layout.DEMOS
     dataset = DatasetRef(f"muep-{split}", tags["dataset_version"].split(":")[-1], paths.rel(source),
                          "evaluation", len(results))
-    metrics = metric_values(*split_tallies(results)) | timing_values(timings)
-    run_id = log_tracked_run(tracking, EXPERIMENT, f"{label} | {split}", run_params=params, tags=tags,
-                             metrics=metrics, artifacts=[("trajectories", trajectories)], dataset=dataset)
+    ordered = sorted(results, key=lambda r: r.episode_id)
+    metrics = metric_values(*split_tallies(results), [episode_metrics(r) for r in ordered]) | timing_values(timings)
+    with tempfile.TemporaryDirectory(prefix="embp-outcomes-") as tmp:
+        outcomes = Path(tmp) / f"{split}.json"
+        outcomes.write_text(json.dumps(outcome_records(ordered), sort_keys=True) + "\n", encoding="utf-8")
+        run_id = log_tracked_run(tracking, EXPERIMENT, f"{label} | {split}", run_params=params, tags=tags,
+                                 metrics=metrics, artifacts=[("trajectories", trajectories), ("outcomes", outcomes)],
+                                 dataset=dataset)
     return run_id, time.perf_counter() - start, True
+
+
+def outcome_records(results: Sequence[EpisodeResult]) -> dict[str, list]:
+    """Per episode id, what the intervals and paired tests need: success, sub-goals met and total, progress."""
+    out = {}
+    for r in results:
+        m = episode_metrics(r)
+        out[r.episode_id] = [m.success, m.goals_met, m.goals_total, m.progress]
+    return out
+
+
+def load_outcomes(client, run_id: str, split: str) -> dict[str, EpisodeMetrics] | None:
+    """A run's per-episode outcomes (``outcomes/<split>.json``), as :class:`EpisodeMetrics` with the fields the
+    intervals use (the others zero); None for a run logged before the artifact existed."""
+    with tempfile.TemporaryDirectory(prefix="embp-outcomes-") as tmp:
+        try:
+            local = client.download_artifacts(run_id, f"outcomes/{split}.json", tmp)
+        except Exception:          # noqa: BLE001 -- MLflow raises several kinds for a missing artifact
+            return None
+        data = json.loads(Path(local).read_text(encoding="utf-8"))
+    return {episode: EpisodeMetrics(success=bool(v[0]), steps=0, valid=0, goals_met=int(v[1]), goals_total=int(v[2]),
+                                    conditions_met=0, conditions_total=0, progress=float(v[3]), disoriented=False)
+            for episode, v in sorted(data.items())}
 
 
 @dataclass(frozen=True)
