@@ -501,6 +501,38 @@ class RealModelParams(Strict):
     eval: RealEvalParams = RealEvalParams()
 
 
+class LadderRoboScriptParams(Strict):
+    """The ladder's RoboScript part: each model writes the Table I tasks' code (the project's prompts and hierarchical
+    generator, the settings of ``roboscript.codegen``) and the runners run it ``repeats`` times."""
+
+    tasks: Literal["all"] | list[str] = "all"
+    repeats: Annotated[int, Field(ge=1, le=100)] = 10
+    runners: Annotated[int, Field(ge=1, le=16)] = 2
+
+
+class LadderParams(Strict):
+    """The model ladder (docs/ladder.md): local GGUF models served one at a time by llama.cpp
+    (:mod:`tasks.models.llama_server`) and asked through the ``openai`` backend, like any OpenAI-compatible endpoint.
+    One prompt for every model, greedy decoding: nothing is tuned per model."""
+
+    models: list[str] = ["smollm2-135m-instruct"]
+    """Catalogue names (``embp models list``), in ladder order."""
+    max_tokens: Annotated[int, Field(ge=16, le=8192)] = 1024
+    """Tokens per answer, the same for every model."""
+    temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
+    seed: int = 0
+    serve: ServeParams = ServeParams(n_ctx=8192, threads=1)
+    """The server of each model: a context long enough for the RoboScript prompt (tool docs and ten examples)."""
+    roboscript: LadderRoboScriptParams = LadderRoboScriptParams()
+
+    @field_validator("models")
+    @classmethod
+    def _known_models(cls, value: list[str]) -> list[str]:
+        from core.plugins import LOCAL_MODELS
+
+        return _names_in(value, "model", LOCAL_MODELS)
+
+
 class Params(Strict):
     llm: LLMParams = LLMParams()
     tracking: TrackingParams = TrackingParams()
@@ -509,6 +541,7 @@ class Params(Strict):
     roboscript: RoboScriptParams = RoboScriptParams()
     real_model: RealModelParams = RealModelParams()
     serve: ServeParams = ServeParams()
+    ladder: LadderParams = LadderParams()
 
     @model_validator(mode="after")
     def _one_stage_per_model_folder(self) -> Params:

@@ -107,3 +107,43 @@ def test_embp_models_serve_runs_until_ctrl_c_and_takes_its_server_with_it(tmp_pa
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_reusing_whole_batches_of_a_prefix_gives_the_numbers_of_an_empty_context():
+    """The server's patch (tasks/models/llama_serve.py): a request after another that shares its system prompt
+    reuses whole batches of that prefix, and its log-probabilities are bit for bit those of a cold request."""
+    import llama_cpp
+
+    from tasks.models import files
+    from tasks.models.llama_serve import _generate_with_aligned_reuse
+
+    path = str(files.gguf_path(files.get(MODEL)))
+    system = {"role": "system", "content": "You write Python for a robot arm with the tools detect_objects(), "
+                                           "grasp(obj), move_to(pose), open_gripper(), close_gripper(). " * 8}
+    question = [system, {"role": "user", "content": "Put the apple in the bowl."}]
+    other = [system, {"role": "user", "content": "Open the drawer."}]
+    original = llama_cpp.Llama.generate
+    patched = _generate_with_aligned_reuse(original)
+
+    def model():
+        return llama_cpp.Llama(model_path=path, n_ctx=2048, n_threads=1, n_batch=64, n_ubatch=64, seed=0,
+                               verbose=False, logits_all=True)
+
+    def ask(llm, messages):
+        out = llm.create_chat_completion(messages=messages, temperature=0, max_tokens=24, logprobs=True,
+                                         top_logprobs=1)
+        return out["choices"][0]["message"]["content"], [t["logprob"] for t in out["choices"][0]["logprobs"]["content"]]
+
+    try:
+        llama_cpp.Llama.generate = patched
+        cold = ask(model(), question)
+        warm_model = model()
+        ask(warm_model, other)
+        kept = []
+        remove = warm_model._ctx.kv_cache_seq_rm
+        warm_model._ctx.kv_cache_seq_rm = lambda seq, start, end: kept.append(start) or remove(seq, start, end)
+        warm = ask(warm_model, question)
+    finally:
+        llama_cpp.Llama.generate = original
+    assert kept and kept[0] > 0 and kept[0] % 64 == 0          # whole batches of the shared prefix were reused
+    assert warm == cold

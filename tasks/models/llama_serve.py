@@ -1,12 +1,13 @@
 """``python -m tasks.models.llama_serve``: llama-cpp-python's OpenAI-compatible server (``llama_cpp.server``, same
 arguments) with two changes that make an answer a function of its request alone:
 
-* **every request starts from an empty context.** The library keeps the previous request's tokens and re-evaluates
-  only the part of a new prompt after their common prefix; the prompt is then decoded in other batches than a cold
-  request's, so an answer could depend on which request came before it (and a resumed run, whose cached answers skip
-  requests, on what was cached). Here the key-value memory is cleared before each generation, so the prompt is
-  always decoded from position 0 in the same batches. Cost: the shared prefix is recomputed (measured in
-  docs/ladder.md).
+* **a reused prefix never changes an answer.** The library keeps the previous request's tokens and decodes only the
+  part of a new prompt after their common prefix -- in batches that then start at another position than a cold
+  request's, which moved Qwen2.5-Coder-0.5B's log-probabilities by up to 0.077 (docs/ladder.md): an answer depended
+  on which request came before it, and a resumed run (whose cached answers skip requests) on what was cached. Here a
+  request reuses only whole batches of the common prefix (``n_batch`` tokens each, counted from position 0) and
+  decodes the rest in the very batches an empty context would use, so it computes the same numbers as a cold
+  request while the shared system prompt and examples are not decoded again.
 * **a ``gemma-system`` chat format**: Gemma's published turn format with a system message folded into the first user
   turn, as Gemma's own chat template does (the library's ``gemma`` format drops system messages, which would take the
   task's instructions away from Gemma 3's base model alone). The format is picked per model architecture by
@@ -20,10 +21,27 @@ from __future__ import annotations
 from typing import Any
 
 
-def _generate_from_empty_context(original):
+def _generate_with_aligned_reuse(original):
     def generate(self, tokens, *args: Any, **kwargs: Any):
+        tokens = list(tokens)
+        if not kwargs.get("reset", True):
+            return original(self, tokens, *args, **kwargs)
+        keep = 0
+        if self.n_tokens > 0:
+            common = 0
+            for cached, new in zip(self._input_ids, tokens):
+                if cached != new:
+                    break
+                common += 1
+            # whole batches only, and at least one token left to decode: the rest is decoded in exactly the batches
+            # a request from an empty context would use (batch k covers positions [k * n_batch, (k + 1) * n_batch))
+            keep = (min(common, len(tokens) - 1) // self.n_batch) * self.n_batch
+        if keep:
+            self._ctx.kv_cache_seq_rm(-1, keep, -1)
+            self.n_tokens = keep
+            return original(self, tokens[keep:], *args, **(kwargs | {"reset": False}))
         self._ctx.kv_cache_clear()
-        self.reset()          # n_tokens = 0: the library's prefix-reuse branch is skipped, the prompt decoded whole
+        self.reset()
         return original(self, tokens, *args, **kwargs)
 
     generate.__doc__ = original.__doc__
@@ -51,7 +69,7 @@ def main() -> None:
     import llama_cpp
     from llama_cpp.server.__main__ import main as serve
 
-    llama_cpp.Llama.generate = _generate_from_empty_context(llama_cpp.Llama.generate)
+    llama_cpp.Llama.generate = _generate_with_aligned_reuse(llama_cpp.Llama.generate)
     _register_gemma_system()
     serve()
 

@@ -134,12 +134,33 @@ class LlamaServer:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
 
+    def ensure_started(self) -> str:
+        """Start the server unless it runs: for clients whose answers may all come from their cache."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        return self.base_url
+
     def __enter__(self) -> LlamaServer:
         self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class OnDemandBackend:
+    """An LLM backend (``tasks.llm``) that starts ``server`` at its first request: behind the response cache, a
+    rerun whose answers are all cached never loads the model. Everything else is the wrapped backend's."""
+
+    def __init__(self, backend, server: LlamaServer):
+        self._backend = backend
+        self.server = server
+        self.name = backend.name
+        self.model = backend.model
+
+    def complete(self, request):
+        self.server.ensure_started()
+        return self._backend.complete(request)
 
 
 @contextlib.contextmanager

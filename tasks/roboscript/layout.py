@@ -33,6 +33,11 @@ REAL_REPORTS = REPORTS / "real"
 """``generate.json`` (queries kept / rejected, code checks), ``eval.json`` + ``eval_details.json`` (Table I on the
 runners), ``table2.md``."""
 REAL_CACHE = paths.DATA / "cache" / "llm-real-roboscript"
+#: The model ladder on Table I (docs/ladder.md): ``roboscript.json`` (a block per model: the four metrics per task,
+#: 95 % intervals, the code check's refusals, provenance), ``roboscript_details.json``, ``table2.md``.
+LADDER_REPORTS = paths.REPORTS / "ladder"
+LADDER_CACHE = paths.DATA / "cache" / "llm-ladder-roboscript"
+"""One response cache per model (``<model>/``): a rerun asks nothing and starts no server."""
 #: Finished goals of the robot flows, ``<stage>/<goal>.json`` (DVC ``persist`` outputs): a killed run resumes.
 GOAL_RESULTS = paths.DATA / "cache" / "roboscript-goals"
 #: The perception ablation's tiny random OWL-ViT checkpoint (tasks/roboscript/eval/tiny_detector.py), built on demand.
