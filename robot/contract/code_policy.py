@@ -194,7 +194,7 @@ class CodePolicy:
         return {name: getattr(builtins, name) for name in sorted(self.builtins)}
 
     def runtime_globals(self, tools: Mapping[str, Any], print_fn: Any = None, violation: Any = None,
-                        exception_types: tuple[type, ...] = ()) -> dict[str, Any]:
+                        exception_types: tuple[type, ...] = (), caught: Any = None) -> dict[str, Any]:
         """Globals for executing a snippet compiled by :meth:`compile`: the allowed builtins (``print`` replaced by
         ``print_fn`` if given), the module views, the tools (name -> callable) and the guards of
         ``robot/contract/restricted.py`` built from this policy's lists. ``violation`` is called when a guard refuses
@@ -208,6 +208,8 @@ class CodePolicy:
             safe["print"] = print_fn
         views = {"np": restricted.module_view(numpy, self.modules["np"])}
         extra = {} if violation is None else {"violation": violation}
+        if caught is not None:
+            extra["caught"] = caught
         namespace = restricted.guarded_globals(builtins=safe, modules=views, tools=dict(tools), methods=self.methods,
                                                attributes=self.attributes, value_types=self.value_types,
                                                exception_types=exception_types, **extra)
