@@ -16,12 +16,16 @@ starts with ``_``, the frame, code, generator and traceback attributes that do n
   set), ``x[i] += v`` through ``_augitem_`` (RestrictedPython refuses both; robot code does ``p[2] += 0.05``);
 * ``print`` stays a plain name: the sandbox's builtins hold a capped ``print``.
 
-The guards (:func:`guarded_globals`) allow attributes by *type and name*: plain values (numbers, strings, lists,
-tuples, dicts, sets, numpy arrays and scalars, the tool exceptions) expose the policy's method and attribute names,
+The guards (:func:`guarded_globals`) allow attributes by *the receiver's real type and the name*
+(:class:`PlainValues`): plain values (numbers, strings, bytes, lists, tuples, dicts, sets, numpy arrays and scalars,
+the tool exceptions, and subclasses of them only where they inherit the plain kind's own attribute) expose the
+policy's method and attribute names,
 tool API value types their public fields and methods, the ``np`` view its allow-listed names. An attribute of
 anything else -- a function, a generator, a frame, a type, a module, a tool proxy -- is a violation that ends the
-repeat (the ``violation`` hook does not return in the sandbox, so ``except`` cannot swallow it). ``str.format``
-is a formatter that refuses ``{0.attr}`` and ``{0[key]}`` fields; ``format_map`` is not on the allow-list.
+repeat (the ``violation`` hook does not return in the sandbox, so ``except`` cannot swallow it). ``format`` of
+every ``str``-like receiver (numpy's ``str_`` too) is a formatter that refuses ``{0.attr}`` and ``{0[key]}`` fields;
+``format_map`` is not on the allow-list. Every ``except`` handler starts with ``_caught_()``: the sandbox learns that
+the code went on after the exception it handles (a re-raised robot error is then the code's own).
 
 This module imports only the standard library and RestrictedPython (numpy when the guards are built): the sandbox's
 fork server imports it inside its namespaces.
