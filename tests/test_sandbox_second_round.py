@@ -26,7 +26,9 @@ from robot.contract.restricted import PlainValues, SafeFormat, SandboxViolation
 from robot.contract.tool_api import VALUE_CLASSES, Point, Pose, Quaternion
 from robot.errors import ToolArgumentError
 from robot.sandbox import Limits, child, run_code, wire
+from tasks.roboscript.codegen import definitions_only
 
+pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning", "ignore::RuntimeWarning")
 LIMITS = Limits(timeout_s=3.0, memory_mb=256)
 FAR = "move_to_pose(parse_place_pose('apple', position=np.array([2.0, 0.0, 1.0])))"
 
@@ -161,6 +163,7 @@ def test_the_check_refuses_instead_of_crashing(code):
             verdict.messages()
     DEFAULT_POLICY.undefined_calls(code)
     DEFAULT_POLICY.defined_functions(code)
+    definitions_only(code)  # code generation's own parse of a sub-agent's answer
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
