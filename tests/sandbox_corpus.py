@@ -195,7 +195,8 @@ HOSTILE: list[Case] = [
     Case("dict-keyed-by-numpy-scalar", "wire", "k = np.argmax([1, 3])\ndetect_objects({k: 'apple', (k, 1.5): 2})\n",
          ("ok",)),
     Case("unsendable-argument-is-catchable", "wire",
-         "try:\n    detect_objects(len)\nexcept Exception as e:\n    print('refused')\ndetect_objects([{1, 2}, np.sqrt(4.0)])\n",
+         "try:\n    detect_objects(len)\nexcept Exception as e:\n    print('refused')\n"
+         "detect_objects([{1, 2}, np.sqrt(4.0)])\n",
          ("ok",)),
     # --- issue #33: text a snippet makes the runner store
     Case("print-control-and-surrogates", "output", "print('a\\udc80b\\x1b[2J\\x00\\r\\u202e' * 3)\n", ("ok",)),

@@ -113,7 +113,8 @@ def test_the_cleaner_gives_valid_capped_printable_text(text, limit):
 
 
 def test_the_cleaner_escapes_what_terminals_and_encoders_trip_on():
-    assert wire.clip("a\udc80b\x1b[2J\x00\r\u202e\u2066\x7f\x85") == "a\\udc80b\\x1b[2J\\x00\\x0d\\u202e\\u2066\\x7f\\x85"
+    assert wire.clip("a\udc80b\x1b[2J\x00\r\u202e\u2066\x7f\x85") == \
+        "a\\udc80b\\x1b[2J\\x00\\x0d\\u202e\\u2066\\x7f\\x85"
     assert wire.clip("line\n\ttab") == "line\n\ttab"
     clipped = wire.clip("\x00" * 1000, 50)
     assert clipped.endswith(wire.CLIPPED) and len(clipped) <= 50 and "\\x00\\x0" not in clipped[-20:-14]
@@ -309,7 +310,8 @@ ACCEPTED = [
     "x = 'a b c'.split(' ', 1)", "x = 'a b'.split(sep=' ', maxsplit=1)", "x = range(1, 10, 2)",
     "x = enumerate([1], start=1)", "x = int('11', base=2)", "x = zip([1], [2], strict=True)", "x = dict(a=1)",
     "x = list(map(abs, [1], ))", "x = sum([1.0], 0.0)", "x = isinstance(1, (int, float))", "e = ValueError('x', 1)",
-    "x = np.array([1.0, 2.0]).reshape(1, 2)", "x = np.array([1.0]).reshape((1, 1))", "x = np.linalg.norm([1, 2], ord=2)",
+    "x = np.array([1.0, 2.0]).reshape(1, 2)", "x = np.array([1.0]).reshape((1, 1))",
+    "x = np.linalg.norm([1, 2], ord=2)",
     "x = np.clip([1.0], 0.0, 0.5)", "x = np.round(1.234, 2)", "x = np.cos(0.5)", "x = np.arctan2(1.0, 2.0)",
     "x = np.linspace(0, 1, num=5)", "x = np.concatenate([[1], [2]], axis=0)", "x = np.array([1, 2]).mean(axis=0)",
     "x = [3, 1]\nx.sort(key=abs, reverse=True)", "x = [1]\ny = x.pop()", "x = {'a': 1}\ny = x.pop('a', None)",

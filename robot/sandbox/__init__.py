@@ -5,11 +5,12 @@ process that reaches the robot only through a JSON channel to the runner.
    compiler of ``robot/contract/restricted.py``); a snippet that fails never runs (status ``refused``).
 2. It runs in a child forked from a fork server (the *zygote*, ``zygote.py``) that lives in bubblewrap's namespaces
    (``isolation.py``: no network, a read-only view of /usr, the interpreter and the few packages it needs, a
-   private /tmp, its own pid namespace, an empty environment; each child clears even what is left). Each child becomes uid 65534 with no capabilities,
-   gets resource limits (address space, CPU, no files or processes), dies with the zygote, and installs a seccomp
-   filter (``seccomp.py``: no open, fork, exec, socket, kill, file changes...) before it reads the snippet
-   (``child.py``). The snippet is compiled by the restricted compiler and executed with the guarded globals of the
-   same policy object: every attribute, item, call and iteration is checked at run time.
+   private /tmp, its own pid namespace, an empty environment; each child clears even what is left). Each child
+   becomes uid 65534 with no capabilities, gets resource limits (address space, CPU, no files or processes), dies
+   with the zygote, and installs a seccomp filter (``seccomp.py``: no open, fork, exec, socket, kill, file
+   changes...) before it reads the snippet (``child.py``). The snippet is compiled by the restricted compiler and
+   executed with the guarded globals of the same policy object: every attribute, item, call and iteration is
+   checked at run time.
 3. A tool call travels as JSON with a schema (``wire.py``, never pickle) to the runner, which checks the tool's
    signature, runs the real tool against the robot, reports the step and answers with the result or the error.
    How the repeat ended is decided by the runner from its own bookkeeping and the child's exit status

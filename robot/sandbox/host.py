@@ -58,8 +58,9 @@ NONE_WARNING = ("generated code runs WITHOUT namespaces (isolation: none): it se
 
 
 def _sandbox_env() -> dict[str, str]:
-    """The generated code's whole environment: one BLAS thread, and the instruction-set caps the stage runs under
-    (core/cpu.py: its numpy computes the bytes the stage's does, on any machine). Nothing else of the host's."""
+    """The zygote's whole environment: one BLAS thread, and the instruction-set caps the stage runs under
+    (core/cpu.py: its numpy computes the bytes the stage's does, on any machine), both read when numpy is imported.
+    Nothing else of the host's; and each child clears even these before it reads a snippet (``child.setup``)."""
     from core import cpu
 
     return {"OPENBLAS_NUM_THREADS": "1"} | {name: os.environ[name] for name in (*cpu.AVX2_PINS, cpu.ENV)
