@@ -290,7 +290,7 @@ def _check_shape(shape: list, size: int) -> None:
     """The one rule for an array's shape, on both ends: at most 8 dimensions of at most MAX_ITEMS each, whose
     product is the number of items."""
     _need(len(shape) <= 8 and all(type(n) is int and 0 <= n <= MAX_ITEMS for n in shape),
-          "an array may have at most 8 dimensions of at most 500000 each")
+          f"an array may have at most 8 dimensions of at most {MAX_ITEMS} each")
     _need(math.prod(shape) == size and size <= MAX_ITEMS, "$nd data does not match its shape")
 
 
