@@ -172,6 +172,8 @@ HOSTILE: list[Case] = [
          "f = np.array(['{0.imag}'])[0].format\nout = list(map(f, [1, 2]))\n", CE, "attribute and index lookups"),
     Case("npstr-format-map", "str-subclass", "s = np.array(['{a.real}'])[0]\nprint(s.format_map({'a': 1}))\n", R,
          "unknown_method"),
+    Case("np-char-functions", "str-subclass", "print(np.char.mod('%s', ['{0.real}']))\n", R, "unknown_module_attribute"),
+    Case("format-builtin", "str-subclass", "print(format(np.array(['x'])[0], '{0.real}'))\n", R, "unknown_function"),
     Case("np-dtype-object", "str-subclass", "d = np.array(['x']).dtype\nprint(d.type)\n", CE, "attributes of a"),
     Case("percent-format-does-not-walk", "str-subclass",
          "print('%(a)s %s' % {'a': np.array(['{0.real}'])[0]} if False else '%(a)s' % {'a': 1})\n", ("ok",)),

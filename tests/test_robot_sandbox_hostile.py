@@ -106,7 +106,7 @@ def test_hostile_snippet(case, host, paths):
 def test_the_corpus_covers_every_class_of_attack():
     kinds = {c.kind for c in corpus.HOSTILE}
     assert {"frames", "rebinding", "format", "classes", "decorators", "comprehensions", "walrus", "recursion",
-            "bombs", "output", "files", "env", "protocol"} <= kinds
+            "bombs", "output", "files", "env", "protocol", "str-subclass", "checker", "laundering", "wire"} <= kinds
     assert len(corpus.HOSTILE) >= 30 and len(corpus.PROBES) >= 15 and len(corpus.FORGERY) >= 9
 
 
