@@ -156,6 +156,54 @@ HOSTILE: list[Case] = [
          "IndexError"),
     Case("tool-argument-not-data", "protocol", "move_to_pose(lambda: 0)\n", CE, "cannot be sent"),
     Case("tool-argument-huge", "protocol", "detect_objects(object_list=['x' * 1000] * 2000)\n", CE, "too large"),
+    # --- issue #33: str subclasses (numpy's str_) and the other formatting paths
+    Case("npstr-format-attribute", "str-subclass", "s = np.array(['{0.real.imag}'])[0]\nprint(s.format(1.0))\n", CE,
+         "attribute and index lookups"),
+    Case("npstr-format-dunder-walk", "str-subclass",
+         "s = np.array(['{0.' + '_' * 2 + 'class' + '_' * 2 + '}'])[0]\nprint(s.format(1))\n", CE,
+         "attribute and index lookups"),
+    Case("npstr-format-index", "str-subclass", "s = np.array(['{0[0]}'])[0]\nprint(s.format([1]))\n", CE,
+         "attribute and index lookups"),
+    Case("npstr-format-nested-spec", "str-subclass", "s = np.array(['{0:{1.real}}'])[0]\nprint(s.format(1, 2))\n",
+         CE, "attribute and index lookups"),
+    Case("npstr-item-format", "str-subclass", "s = np.array(['{0.real}'])[0].item()\nprint(s.format(1))\n", CE,
+         "attribute and index lookups"),
+    Case("npstr-format-method-called-later", "str-subclass",
+         "f = np.array(['{0.imag}'])[0].format\nout = list(map(f, [1, 2]))\n", CE, "attribute and index lookups"),
+    Case("npstr-format-map", "str-subclass", "s = np.array(['{a.real}'])[0]\nprint(s.format_map({'a': 1}))\n", R,
+         "unknown_method"),
+    Case("np-char-functions", "str-subclass", "print(np.char.mod('%s', ['{0.real}']))\n", R, "unknown_module_attribute"),
+    Case("format-builtin", "str-subclass", "print(format(np.array(['x'])[0], '{0.real}'))\n", R, "unknown_function"),
+    Case("np-dtype-object", "str-subclass", "d = np.array(['x']).dtype\nprint(d.type)\n", CE, "attributes of a"),
+    Case("percent-format-does-not-walk", "str-subclass",
+         "print('%(a)s %s' % {'a': np.array(['{0.real}'])[0]} if False else '%(a)s' % {'a': 1})\n", ("ok",)),
+    Case("fstring-spec-from-npstr", "str-subclass", "s = np.array(['>8'])[0]\nprint(f'{1.5:{s}}')\n", ("ok",)),
+    # --- issue #33: source that crashed the check itself
+    Case("checker-deep-brackets", "checker", "x = " + "[" * 300 + "]" * 300 + "\n", R, "too_complex"),
+    Case("checker-long-expression", "checker", "x = " + "1 + " * 30000 + "1\n", R, "too_complex"),
+    Case("checker-deep-lambdas", "checker", "f = " + "lambda: " * 150 + "0\n", R, "too_complex"),
+    Case("checker-deep-calls", "checker", "x = " + "abs(" * 150 + "1" + ")" * 150 + "\n", R, "too_complex"),
+    Case("checker-deep-unary", "checker", "x = " + "-" * 5000 + "1\n", R, "too_complex"),
+    Case("checker-huge-source", "checker", "x = 1\n" * 30000, R, "too_complex"),
+    # --- issue #33: a caught robot error re-raised later is the code's own error
+    Case("launder-robot-error-after-own-failure", "laundering",
+         "try:\n    move_to_pose(parse_place_pose('apple', position=np.array([2.0, 0.0, 1.0])))\n"
+         "except Exception as e:\n    err = e\ntry:\n    x = [][1]\nexcept Exception:\n    raise err\n", CE,
+         "WorkspaceError"),
+    Case("launder-robot-error-bare-reraise", "laundering",
+         "try:\n    move_to_pose(parse_place_pose('apple', position=np.array([2.0, 0.0, 1.0])))\n"
+         "except Exception:\n    x = [][0] if False else 1\n    raise\n", CE, "WorkspaceError"),
+    # --- issue #33: values the child can send, the runner accepts; the rest is a catchable ToolArgumentError
+    Case("dict-keyed-by-numpy-scalar", "wire", "k = np.argmax([1, 3])\ndetect_objects({k: 'apple', (k, 1.5): 2})\n",
+         ("ok",)),
+    Case("unsendable-argument-is-catchable", "wire",
+         "try:\n    detect_objects(len)\nexcept Exception as e:\n    print('refused')\n"
+         "detect_objects([{1, 2}, np.sqrt(4.0)])\n",
+         ("ok",)),
+    # --- issue #33: text a snippet makes the runner store
+    Case("print-control-and-surrogates", "output", "print('a\\udc80b\\x1b[2J\\x00\\r\\u202e' * 3)\n", ("ok",)),
+    Case("error-text-with-surrogates", "output", "raise ValueError('\\udc80\\x1b]0;pwned\\x07')\n", CE, "\\udc80"),
+    Case("tool-argument-echo", "output", "get_object_center_position('\\x1b[31m\\udc80')\n", CE, "\\x1b[31m"),
 ]
 
 # Unrestricted code run in a confined child, as if every guard had been escaped. ``report`` prints a line.
@@ -174,7 +222,7 @@ PROBES: dict[str, tuple[str, str, str]] = {
     "read-secret-file": ("attempt('read', lambda: open('{secret}').read())", "read DENIED", "read DENIED"),
     "read-etc-passwd": ("attempt('read', lambda: open('/etc/passwd').read())", "read DENIED", "read DENIED"),
     "environment-is-empty": ("report('secret' if any('SECRET' in v for v in os.environ.values()) else 'clean', "
-                             "sorted(os.environ))", "clean", "clean"),
+                             "sorted(os.environ))", "clean []", "clean []"),
     "environ-of-pid-1": ("attempt('read', lambda: open('/proc/1/environ').read())", "read DENIED", "read DENIED"),
     "environ-of-the-zygote": ("attempt('read', lambda: open('/proc/%d/environ' % os.getppid()).read())",
                               "read DENIED", "read DENIED"),

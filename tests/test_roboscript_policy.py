@@ -131,6 +131,7 @@ BAD = [
     ("def f(:\n    pass", "syntax_error", 1, ""),
     ("return 3", "syntax_error", 1, "outside function"),
     ("# only a comment\n", "empty", None, "only comments"),
+    ("x = " + "(" * 60 + "1" + ")" * 60, "too_complex", None, "nested more than"),
     ("", "empty", None, "empty"),
 ]
 

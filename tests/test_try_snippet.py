@@ -58,3 +58,36 @@ def test_unusable_input_exits_2_and_says_what_is_wrong(tmp_path):
     assert result.exit_code == 2 and "cannot read the snippet file" in json.loads(result.stdout)["error"]
     status, outcome = _try(tmp_path, "x = 1\n", "--isolation", "chroot")
     assert status == 2 and "isolation must be one of auto, bwrap, none" in outcome["error"]
+
+
+def test_a_snippet_the_check_cannot_finish_on_is_refused_as_json(tmp_path):
+    """Deep nesting, an endless expression, a huge file: the check refuses (too_complex) before parsing; the output
+    is JSON and the exit code 1, never a traceback."""
+    for code in ("x = " + "(" * 500 + "1" + ")" * 500 + "\n", "x = " + "1+" * 40_000 + "1\n",
+                 "x = 1\n" * 20_000, "def f():\n" + "".join(" " * (i + 1) + "if 1:\n" for i in range(90))):
+        status, outcome = _try(tmp_path, code)
+        assert status == 1 and outcome["status"] == "refused", outcome
+        assert outcome["check"]["codes"] == ["too_complex"]
+
+
+def test_a_failure_of_try_snippet_itself_is_json_with_exit_2(tmp_path, monkeypatch):
+    import tasks.roboscript.eval.try_snippet as module
+
+    def broken(*_):
+        raise RuntimeError("the simulator \x1b[31mexploded\udc80")
+
+    monkeypatch.setattr(module, "_run", broken)
+    snippet = tmp_path / "s.py"
+    snippet.write_text("x = 1\n")
+    status, outcome = module.try_snippet(snippet, isolation=sandbox.default_mode())
+    assert status == module.EXIT_USAGE and outcome["status"] == "error" and not outcome["ran"]
+    assert "RuntimeError: the simulator \\x1b[31mexploded\\udc80" in outcome["error"]
+    json.dumps(outcome).encode("utf-8")
+
+
+@pytest.mark.sim
+def test_success_is_shown_only_where_the_status_counts(tmp_path):
+    """The task's items hold, but the code then raised: scoring counts the repeat 0, so success is false."""
+    status, outcome = _try(tmp_path, SIMPLE_0 + "x = [1, 2][5]\n")
+    assert status == 3 and outcome["status"] == "code_error" and not outcome["counted"]
+    assert outcome["items_held"] is True and outcome["success"] is False

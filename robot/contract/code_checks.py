@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -116,8 +118,8 @@ def _function_defs(tree: ast.AST) -> dict[str, ast.FunctionDef]:
 
 def defined_functions(code: str) -> list[str]:
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
+        tree = parse(code)
+    except (SyntaxError, ValueError, TooComplex):
         return []
     return list(_function_defs(tree))
 
@@ -165,11 +167,91 @@ def _suggest(name: str, candidates: frozenset[str]) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
+MAX_SOURCE_CHARS = 100_000
+"""Longest snippet the check reads (generated snippets are a few thousand characters)."""
+MAX_NESTING = 40
+"""Deepest nesting of brackets, or of indented blocks, in the source."""
+MAX_LINE_TOKENS = 20_000
+"""Most tokens in one logical line (one statement, however many physical lines it spans)."""
+MAX_TREE_DEPTH = 120
+"""Deepest syntax tree the check and the restricted compiler walk (both recurse): ``1+1+...+1`` is as deep as it
+is long."""
+
+
+class TooComplex(Exception):
+    """A snippet beyond the check's limits."""
+
+
+def limits(code: str) -> None:
+    """:class:`TooComplex` for source beyond the limits above; measured on the tokens before anything is parsed
+    (the tokenizer is iterative: no input makes it recurse). Tokenizer errors are left to the parser's message."""
+    if len(code) > MAX_SOURCE_CHARS:
+        raise TooComplex(f"the snippet has {len(code)} characters; at most {MAX_SOURCE_CHARS} are checked")
+    depth = indent = tokens = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            tokens += 1
+            kind, text = token.type, token.string
+            if kind == tokenize.OP and text in "([{":
+                depth += 1
+                if depth > MAX_NESTING:
+                    raise TooComplex(f"brackets nested more than {MAX_NESTING} deep (line {token.start[0]})")
+            elif kind == tokenize.OP and text in ")]}":
+                depth -= 1
+            elif kind == tokenize.INDENT:
+                indent += 1
+                if indent > MAX_NESTING:
+                    raise TooComplex(f"blocks nested more than {MAX_NESTING} deep (line {token.start[0]})")
+            elif kind == tokenize.DEDENT:
+                indent -= 1
+            elif kind == tokenize.NEWLINE:
+                tokens = 0
+            if tokens > MAX_LINE_TOKENS:
+                raise TooComplex(f"a statement of more than {MAX_LINE_TOKENS} tokens (line {token.start[0]})")
+    except (tokenize.TokenError, SyntaxError):  # unterminated brackets or strings, bad indentation: the parser says
+        return
+
+
+def _tree_depth(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_TREE_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def parse(code: str) -> ast.Module:
+    """The syntax tree of ``code`` within the limits: :class:`TooComplex`, or the parser's SyntaxError/ValueError."""
+    limits(code)
+    try:
+        tree = ast.parse(code)
+    except (RecursionError, MemoryError) as exc:
+        raise TooComplex(f"the parser gave up ({type(exc).__name__})") from None
+    if _tree_depth(tree) > MAX_TREE_DEPTH:
+        raise TooComplex(f"an expression or block nested more than {MAX_TREE_DEPTH} levels deep")
+    return tree
+
+
 def check(code: str, policy: CodePolicy) -> list[Reason]:
+    """Every reason ``code`` fails; never raises for anything in the source: a snippet beyond the limits, or one the
+    check itself cannot finish on (whatever the exception), is refused ``too_complex``."""
+    try:
+        return _check(code, policy)
+    except TooComplex as exc:
+        return [_reason("too_complex", str(exc))]
+    except (Exception, RecursionError, MemoryError) as exc:  # noqa: BLE001 - the check refuses, it never crashes
+        return [_reason("too_complex", f"the code check could not finish on this snippet "
+                                       f"({type(exc).__name__}: {str(exc)[:200]})")]
+
+
+def _check(code: str, policy: CodePolicy) -> list[Reason]:
     if not code.strip():
         return [_reason("empty", "the snippet is empty")]
     try:
-        tree = ast.parse(code)
+        tree = parse(code)
         compile(tree, "<snippet>", "exec")
     except SyntaxError as exc:
         if looks_like_prose(code):
@@ -287,16 +369,22 @@ class _Checker:
             elif name in self.defs:
                 if not starred:
                     self.extend(_bind(_Signature.of_def(self.defs[name]), node, f"function {name}"), node)
-            elif name in self.policy.builtins or name in self.policy.constructors or name in self.lambdas:
+            elif name in self.policy.builtins or name in self.policy.constructors:
+                if not starred:
+                    self._signature(self.policy.call_signatures.get(name), node, name)
+            elif name in self.lambdas:
                 return
             else:
                 candidates = frozenset(self.policy.tools) | self.policy.builtins | frozenset(self.defs)
                 self.add("unknown_function", f"'{name}' is neither a tool, an allowed builtin nor a function "
                                              f"defined in the snippet{_suggest(name, candidates)}", node)
         elif isinstance(func, ast.Attribute):
-            root, _ = _attribute_chain(func)
+            root, names = _attribute_chain(func)
             if isinstance(root, ast.Name) and root.id in self.modules and root.id not in self.bound:
-                return  # checked as a module attribute
+                if not starred:  # the name itself is checked as a module attribute
+                    dotted = ".".join([root.id, *names])
+                    self._signature(self.policy.call_signatures.get(dotted), node, dotted)
+                return
             if func.attr.startswith("_"):
                 return  # reported by _attribute
             if func.attr in self.policy.tools:
@@ -308,8 +396,18 @@ class _Checker:
             elif func.attr == "format" and isinstance(func.value, ast.Constant) and "_" in str(func.value.value):
                 if "__" in str(func.value.value):
                     self.add("dunder_access", "a format string that reaches a double-underscore attribute", node)
+            elif not starred:
+                self._signature(self.policy.method_signatures.get(func.attr), node, f"the method .{func.attr}")
         else:
             self.add("dynamic_call", f"only names and attributes can be called, not {type(func).__name__}", node)
+
+    def _signature(self, sigs: tuple | None, node: ast.Call, what: str) -> None:
+        """Refuse a call that no signature known for ``what`` binds (``robot/contract/signatures.py``)."""
+        from robot.contract.signatures import refusal
+
+        refused = refusal(sigs, len(node.args), [k.arg for k in node.keywords]) if sigs else None
+        if refused is not None:
+            self.add(refused[0], f"{what}: {refused[1]}", node)
 
     def _while(self, node: ast.While) -> None:
         test = node.test
@@ -329,8 +427,8 @@ class _Checker:
 
 def undefined_calls(code: str, policy: CodePolicy) -> list[CallSite]:
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
+        tree = parse(code)
+    except (SyntaxError, ValueError, TooComplex):
         return []
     defined = set(_function_defs(tree)) | _lambda_names(tree)
     skip = policy.known_names | policy.forbidden_names | defined

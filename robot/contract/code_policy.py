@@ -43,6 +43,8 @@ from robot.contract.tool_api import (
 #: Every reason a snippet can fail, with what it means.
 REASON_CODES: dict[str, str] = {
     "empty": "no statement at all (only blanks or comments)",
+    "too_complex": "beyond the check's limits, which hold before anything is parsed (source size, nesting depth, "
+                   "expression length), or a snippet the check itself could not finish on",
     "not_code": "prose instead of Python code",
     "syntax_error": "does not compile",
     "forbidden_import": "an import statement (everything the code may use is already loaded)",
@@ -66,7 +68,7 @@ REASON_CODES: dict[str, str] = {
 
 ALLOWED_BUILTINS = frozenset({
     "abs", "all", "any", "bool", "dict", "enumerate", "filter", "float", "int", "isinstance", "len", "list", "map",
-    "max", "min", "print", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip",
+    "max", "min", "next", "print", "range", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip",
     "Exception", "ValueError", "RuntimeError", "KeyError", "IndexError", "TypeError",
 })
 
@@ -165,6 +167,39 @@ class CodePolicy:
         return frozenset(name for cls in self.value_types for name in dir(cls)
                          if not name.startswith("_") and callable(getattr(cls, name)))
 
+    @functools.cached_property
+    def call_signatures(self) -> dict[str, tuple[Any, ...]]:
+        """Signatures of the allowed builtins (by name), numpy functions (``np.<dotted>``) and value-type
+        constructors, from the objects themselves (``robot/contract/signatures.py``); a name missing is not
+        checked for arity."""
+        import numpy
+
+        from robot.contract import signatures
+
+        found: dict[str, tuple[Any, ...]] = {}
+        named = [(name, getattr(builtins, name)) for name in self.builtins]
+        named += [(cls.__name__, cls) for cls in self.value_types if cls.__name__ in self.constructors]
+        for module, allowed in self.modules.items():
+            for dotted in allowed:
+                obj: Any = numpy
+                for part in dotted.split("."):
+                    obj = getattr(obj, part)
+                named.append((f"{module}.{dotted}", obj))
+        for name, obj in named:
+            if callable(obj):
+                sig = signatures.signature_of(obj, name)
+                if sig is not None:
+                    found[name] = (sig,)
+        return found
+
+    @functools.cached_property
+    def method_signatures(self) -> dict[str, tuple[Any, ...]]:
+        """Signatures of the allowed methods on every plain type and value type that has them (any one may be the
+        receiver); a name missing is not checked for arity."""
+        from robot.contract import signatures
+
+        return signatures.method_signatures(self.methods | self.value_methods, self.value_types)
+
     def check(self, code: str) -> Verdict:
         reasons = _code_checks.check(code, self)
         return Verdict(ok=not reasons, reasons=tuple(reasons))
@@ -194,7 +229,7 @@ class CodePolicy:
         return {name: getattr(builtins, name) for name in sorted(self.builtins)}
 
     def runtime_globals(self, tools: Mapping[str, Any], print_fn: Any = None, violation: Any = None,
-                        exception_types: tuple[type, ...] = ()) -> dict[str, Any]:
+                        exception_types: tuple[type, ...] = (), caught: Any = None) -> dict[str, Any]:
         """Globals for executing a snippet compiled by :meth:`compile`: the allowed builtins (``print`` replaced by
         ``print_fn`` if given), the module views, the tools (name -> callable) and the guards of
         ``robot/contract/restricted.py`` built from this policy's lists. ``violation`` is called when a guard refuses
@@ -208,6 +243,8 @@ class CodePolicy:
             safe["print"] = print_fn
         views = {"np": restricted.module_view(numpy, self.modules["np"])}
         extra = {} if violation is None else {"violation": violation}
+        if caught is not None:
+            extra["caught"] = caught
         namespace = restricted.guarded_globals(builtins=safe, modules=views, tools=dict(tools), methods=self.methods,
                                                attributes=self.attributes, value_types=self.value_types,
                                                exception_types=exception_types, **extra)

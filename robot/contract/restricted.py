@@ -16,12 +16,16 @@ starts with ``_``, the frame, code, generator and traceback attributes that do n
   set), ``x[i] += v`` through ``_augitem_`` (RestrictedPython refuses both; robot code does ``p[2] += 0.05``);
 * ``print`` stays a plain name: the sandbox's builtins hold a capped ``print``.
 
-The guards (:func:`guarded_globals`) allow attributes by *type and name*: plain values (numbers, strings, lists,
-tuples, dicts, sets, numpy arrays and scalars, the tool exceptions) expose the policy's method and attribute names,
+The guards (:func:`guarded_globals`) allow attributes by *the receiver's real type and the name*
+(:class:`PlainValues`): plain values (numbers, strings, bytes, lists, tuples, dicts, sets, numpy arrays and scalars,
+the tool exceptions, and subclasses of them only where they inherit the plain kind's own attribute) expose the
+policy's method and attribute names,
 tool API value types their public fields and methods, the ``np`` view its allow-listed names. An attribute of
 anything else -- a function, a generator, a frame, a type, a module, a tool proxy -- is a violation that ends the
-repeat (the ``violation`` hook does not return in the sandbox, so ``except`` cannot swallow it). ``str.format``
-is a formatter that refuses ``{0.attr}`` and ``{0[key]}`` fields; ``format_map`` is not on the allow-list.
+repeat (the ``violation`` hook does not return in the sandbox, so ``except`` cannot swallow it). ``format`` of
+every ``str``-like receiver (numpy's ``str_`` too) is a formatter that refuses ``{0.attr}`` and ``{0[key]}`` fields;
+``format_map`` is not on the allow-list. Every ``except`` handler starts with ``_caught_()``: the sandbox learns that
+the code went on after the exception it handles (a re-raised robot error is then the code's own).
 
 This module imports only the standard library and RestrictedPython (numpy when the guards are built): the sandbox's
 fork server imports it inside its namespaces.
@@ -117,6 +121,17 @@ class SnippetTransformer(RestrictingNodeTransformer):
         copy_locations(probe, node)
         super().visit_Attribute(probe)
 
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.AST:  # noqa: N802
+        """Every handler first tells the runtime that the exception it handles was caught: the code went on after
+        it, so re-raising it later ends the repeat as the code's own error (``_caught_``)."""
+        node = super().visit_ExceptHandler(node)
+        mark = ast.Expr(ast.Call(func=ast.Name("_caught_", ast.Load()), args=[], keywords=[]))
+        copy_locations(mark, node)
+        copy_locations(mark.value, node)
+        copy_locations(mark.value.func, node)
+        node.body.insert(0, mark)
+        return node
+
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:  # noqa: N802
         target = node.target
         if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
@@ -143,8 +158,8 @@ def compile_snippet(code: str) -> tuple[types.CodeType | None, list[tuple[int | 
     """``(code object, [])``, or ``(None, [(line, message), ...])`` with what the restricted compiler refuses."""
     try:
         result = compile_restricted_exec(code, filename=SNIPPET, policy=SnippetTransformer)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:  # null bytes, absurd nesting
-        return None, [(getattr(exc, "lineno", None), f"{type(exc).__name__}: {exc}")]
+    except (Exception, RecursionError, MemoryError) as exc:  # noqa: BLE001 - null bytes, absurd nesting, a bug
+        return None, [(getattr(exc, "lineno", None), f"{type(exc).__name__}: {str(exc)[:300]}")]
     if result.errors:
         found = []
         for error in result.errors:
@@ -252,20 +267,82 @@ class _FieldWriter:
         setattr(self._target, name, value)
 
 
+_NO = object()
+INDEXABLE = ("list", "tuple", "dict", "str", "bytes", "range", "ndarray")
+WRITABLE = ("list", "dict", "ndarray")
+
+
+class PlainValues:
+    """Which attributes a plain value exposes to robot code, decided by the *real* type of the receiver.
+
+    The plain kinds are exact classes: the builtin containers, strings, bytes and numbers, the dict views, numpy's
+    ``ndarray`` and ``generic`` (every numpy scalar), and the allowed exceptions. A value whose class is a subclass
+    of one (numpy's ``str_`` of ``str``, ``float64`` of ``float`` and ``generic``) counts as each plain kind in its
+    method resolution order, and a name is exposed only when it is on the policy's lists, exists on one of those
+    kinds, and the receiver's class resolves it to *that kind's own* attribute (a subclass's override is not the
+    method the policy listed). Answers are cached per (class, name): snippets cannot create classes.
+    """
+
+    def __init__(self, names: frozenset[str], exceptions: frozenset[type]):
+        import numpy as np
+
+        self.names = names
+        self.exceptions = exceptions
+        self.kinds: tuple[type, ...] = (
+            list, tuple, dict, set, frozenset, str, bytes, int, float, bool, complex, type(None), range, slice,
+            type({}.keys()), type({}.values()), type({}.items()), np.ndarray, np.generic)
+        self.by_name = {k.__name__: k for k in self.kinds}
+        self.cache: dict[tuple[type, str], bool | None] = {}
+        self.kind_cache: dict[type, tuple[type, ...]] = {}
+
+    def kinds_of(self, cls: type) -> tuple[type, ...]:
+        """The plain kinds ``cls`` is (in its method resolution order); () when it is none."""
+        found = self.kind_cache.get(cls)
+        if found is None:
+            if issubclass(cls, BaseException):
+                found = (cls,) if cls in self.exceptions or cls.__module__ == "builtins" else ()
+            else:
+                found = tuple(base for base in cls.__mro__ if base in self.kinds)
+            self.kind_cache[cls] = found
+        return found
+
+    def kind(self, cls: type, names: tuple[str, ...]) -> bool:
+        return any(self.by_name.get(n) in self.kinds_of(cls) for n in names)
+
+    def allows(self, cls: type, name: str) -> bool | None:
+        """None: ``cls`` is no plain kind (every attribute is a violation); False: no such attribute in robot code;
+        True: ``getattr`` may hand it out."""
+        key = (cls, name)
+        if key not in self.cache:
+            kinds = self.kinds_of(cls)
+            verdict: bool | None = None if not kinds else False
+            if kinds and name in self.names:
+                own = _static(cls, name)
+                verdict = own is not _NO and any(_static(kind, name) is own for kind in kinds)
+            self.cache[key] = verdict
+        return self.cache[key]
+
+
+def _static(cls: type, name: str) -> Any:
+    import inspect
+
+    return inspect.getattr_static(cls, name, _NO)
+
+
 def guarded_globals(*, builtins: Mapping[str, Any], modules: Mapping[str, ModuleView], tools: Mapping[str, Any],
                     methods: frozenset[str], attributes: frozenset[str], value_types: tuple[type, ...],
                     exception_types: tuple[type, ...] = (),
-                    violation: Callable[[str], None] = _refuse) -> dict[str, Any]:
+                    violation: Callable[[str], None] = _refuse,
+                    caught: Callable[[], None] = lambda: None) -> dict[str, Any]:
     """Globals for ``exec`` of a code object from :func:`compile_snippet`.
 
     ``builtins``: the allowed builtins by name (the sandbox's ``print`` among them); ``modules``: name -> view;
     ``tools``: name -> callable; ``methods`` / ``attributes``: what may be called / read on plain values;
     ``value_types``: the tool API's value types; ``exception_types``: exceptions besides the builtin ones whose
     ``args`` code may read; ``violation``: called with a description when a guard refuses (must not return in the
-    sandbox; the default raises :class:`SandboxViolation`).
+    sandbox; the default raises :class:`SandboxViolation`); ``caught``: called first thing in every ``except``
+    handler of the snippet (the sandbox marks the exception being handled: the code went on after it).
     """
-    import numpy as np
-
     views: list[ModuleView] = []
     for view in modules.values():
         views.append(view)
@@ -276,17 +353,7 @@ def guarded_globals(*, builtins: Mapping[str, Any], modules: Mapping[str, Module
         allowed_callables.update({id(f): f for f in source.values() if callable(f) and type(f) is not ModuleView})
     readable = {cls: public_names(cls) for cls in value_types}
     settable = {cls: field_names(cls) for cls in value_types}
-    plain_types = (list, tuple, dict, set, frozenset, str, int, float, bool, complex, type(None), range, slice,
-                   type({}.keys()), type({}.values()), type({}.items()))
-    indexable = (list, tuple, dict, str, range)
-    exceptions = frozenset(exception_types)
-    plain_names = methods | attributes
-
-    def is_plain(obj: Any) -> bool:
-        cls = type(obj)
-        if cls in plain_types or isinstance(obj, (np.ndarray, np.generic)):
-            return True
-        return isinstance(obj, BaseException) and (cls in exceptions or cls.__module__ == "builtins")
+    plain = PlainValues(methods | attributes, frozenset(exception_types))
 
     def deny(what: str) -> Any:
         violation(what)
@@ -305,12 +372,13 @@ def guarded_globals(*, builtins: Mapping[str, Any], modules: Mapping[str, Module
                 return getattr(obj, name)
             raise AttributeError(f"'{cls.__name__}' object has no attribute {name!r} in robot code "
                                  f"(it has {', '.join(sorted(readable[cls]))})")
-        if not is_plain(obj):
+        allowed = plain.allows(cls, name)
+        if allowed is None:
             return deny(f"attributes of a {cls.__name__} are not available to robot code (read of {name!r})")
-        if name not in plain_names:
+        if not allowed:
             raise AttributeError(f"'{cls.__name__}' object has no attribute {name!r} in robot code")
-        if name == "format" and cls is str:
-            return SafeFormat(obj)
+        if name == "format" and isinstance(obj, str):
+            return SafeFormat(str.__str__(obj))  # every str-like receiver, numpy's str_ included
         return getattr(obj, name)
 
     def call_(func: Any, *args: Any, **kwargs: Any) -> Any:
@@ -319,8 +387,9 @@ def guarded_globals(*, builtins: Mapping[str, Any], modules: Mapping[str, Module
         cls = type(func)
         if cls is types.FunctionType and func.__code__.co_filename == SNIPPET:
             return func(*args, **kwargs)  # a def or lambda of the snippet itself
-        if cls is types.BuiltinMethodType and func.__name__ in methods and is_plain(func.__self__):
-            return func(*args, **kwargs)  # e.g. names.append, a.tolist
+        if cls is types.BuiltinMethodType and func.__name__ != "format" \
+                and plain.allows(type(func.__self__), func.__name__):
+            return func(*args, **kwargs)  # e.g. names.append, a.tolist: what getattr_ hands out, by the real type
         if cls is SafeFormat:
             return func(*args, **kwargs)
         if cls is types.MethodType and type(func.__self__) in readable \
@@ -331,13 +400,13 @@ def guarded_globals(*, builtins: Mapping[str, Any], modules: Mapping[str, Module
         return deny(f"calling a {cls.__name__} is not allowed in robot code")
 
     def getitem_(obj: Any, key: Any) -> Any:
-        if type(obj) in indexable or isinstance(obj, np.ndarray) or (
+        if plain.kind(type(obj), INDEXABLE) or (
                 type(obj) in readable and hasattr(type(obj), "__getitem__")):
             return obj[key]
         return deny(f"indexing a {type(obj).__name__} is not allowed in robot code")
 
     def write_(obj: Any) -> Any:
-        if type(obj) in (list, dict) or isinstance(obj, np.ndarray):
+        if plain.kind(type(obj), WRITABLE):
             return obj
         return deny(f"changing items of a {type(obj).__name__} is not allowed in robot code")
 
@@ -364,5 +433,6 @@ def guarded_globals(*, builtins: Mapping[str, Any], modules: Mapping[str, Module
         "__builtins__": dict(builtins), "__name__": "snippet", **modules, **tools,
         "_getattr_": getattr_, "_call_": call_, "_getitem_": getitem_, "_getiter_": getiter_, "_write_": write_,
         "_write_attr_": write_attr_, "_inplacevar_": inplacevar_, "_augitem_": augitem_, "_augattr_": augattr_,
+        "_caught_": caught,
         "_iter_unpack_sequence_": guarded_iter_unpack_sequence, "_unpack_sequence_": guarded_unpack_sequence,
     }

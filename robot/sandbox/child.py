@@ -20,6 +20,7 @@ import inspect
 import os
 import resource
 import signal
+import sys
 import traceback
 from typing import Any
 
@@ -95,6 +96,7 @@ def setup(in_fd: int, out_fd: int, memory_mb: int, cpu_s: float, uid: int | None
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != zygote_pid:
         raise OSError("the zygote is gone")
+    os.environ.clear()  # unsetenv too: the snippet's process has no environment at all (see isolation.py)
     seccomp.install("none")
 
 
@@ -155,6 +157,7 @@ class Harness:
         self.printed_len = 0
         self.calls = 0
         self.robot_errors: dict[int, tuple[BaseException, int]] = {}  # id(raised) -> (it, call id)
+        """The RobotErrors the runner's answers raised that no ``except`` handler has caught yet."""
 
     def print(self, *args: Any, sep: Any = " ", end: Any = "\n", **_: Any) -> None:
         if self.printed_len >= self.max_stdout:
@@ -174,8 +177,8 @@ class Harness:
             message = {"t": "call", "id": self.calls + 1, "tool": name, "args": [self.codec.encode(a) for a in args],
                        "kwargs": {k: self.codec.encode(v) for k, v in kwargs.items()}}
             data = wire.dumps(message)
-        except (wire.ProtocolError, RecursionError, ValueError) as exc:
-            raise ToolArgumentError(f"{name}: {exc}") from None
+        except (wire.ProtocolError, RecursionError, ValueError, TypeError, OverflowError) as exc:
+            raise ToolArgumentError(wire.clip(f"{name}: {exc}", 500)) from None
         if len(data) > wire.MAX_LINE // 2:
             raise ToolArgumentError(f"{name}: the arguments are too large to send to the robot")
         self.flush()
@@ -192,6 +195,13 @@ class Harness:
                 self.robot_errors[id(exc)] = (exc, self.calls)
             raise exc
         raise wire.ProtocolError(f"unexpected answer {reply['t']!r}")
+
+    def caught(self) -> None:
+        """First thing in every ``except`` handler of the snippet: the exception it handles no longer ends the repeat
+        as the runner's answer -- the code went on after it, so re-raising it later is the code's own error."""
+        handled = sys.exception()
+        if handled is not None:
+            self.robot_errors.pop(id(handled), None)
 
     def violation(self, what: str) -> None:
         self.end(EXIT_VIOLATION, "violation", f"sandbox violation: {what}")
@@ -217,7 +227,7 @@ class Harness:
             self.end(EXIT_CODE_ERROR, "code", "the restricted compiler refused the snippet: "
                      + "; ".join(message for _, message in errors[:3]))
         namespace = policy.runtime_globals(tools, print_fn=self.print, violation=self.violation,
-                                           exception_types=tuple(TOOL_EXCEPTIONS.values()))
+                                           exception_types=tuple(TOOL_EXCEPTIONS.values()), caught=self.caught)
         try:
             exec(compiled, namespace)  # noqa: S102 - restricted code object, guarded globals, confined process
         except MemoryError:
@@ -235,7 +245,7 @@ class Harness:
         try:
             text = f"{type(exc).__name__}: {str(exc)[:wire.MAX_TEXT]}"
         except BaseException:  # noqa: BLE001 - a str() that recurses or runs out of memory
-            text = type(exc).__name__
+            text = wire.clip(type(exc).__name__, 200)
         text = wire.clip(text, wire.MAX_TEXT - 20) + (f" (line {line})" if line is not None else "")
         entry = self.robot_errors.get(id(exc))
         if entry is not None and entry[0] is exc:

@@ -10,9 +10,13 @@ cancel / wall clock    ``cancelled`` / ``timeout`` (the runner had the child kil
 a bad message          ``crashed`` ("protocol violation: ..."): not JSON, an unknown type or field, too long,
                        an unknown tool, more than MAX_TOTAL bytes
 exit 0                 ``ok``
-exit 10                ``code_error`` (the child's text, clipped to MAX_TEXT characters)
+exit 10                ``code_error`` (the child's text, cleaned and clipped to MAX_TEXT characters)
 exit 11                ``robot_error`` only if the child names a call the runner answered with a RobotError
-                       (the text is then the runner's own); otherwise ``crashed`` ("forged robot error")
+                       (the text is then the runner's own); otherwise ``crashed`` ("forged robot error").
+                       The child exits 11 only when the exception that ended the code is the very object that
+                       answer raised and no ``except`` handler of the snippet ever handled it (the restricted
+                       compiler makes every handler report what it handles): caught and re-raised later -- the
+                       code went on after the answer -- it is the code's own error, exit 10
 exit 12 / SIGKILL      ``memory``
 exit 13                ``code_error`` ("sandbox violation: ...")
 SIGXCPU                ``timeout``
@@ -54,8 +58,9 @@ NONE_WARNING = ("generated code runs WITHOUT namespaces (isolation: none): it se
 
 
 def _sandbox_env() -> dict[str, str]:
-    """The generated code's whole environment: one BLAS thread, and the instruction-set caps the stage runs under
-    (core/cpu.py: its numpy computes the bytes the stage's does, on any machine). Nothing else of the host's."""
+    """The zygote's whole environment: one BLAS thread, and the instruction-set caps the stage runs under
+    (core/cpu.py: its numpy computes the bytes the stage's does, on any machine), both read when numpy is imported.
+    Nothing else of the host's; and each child clears even these before it reads a snippet (``child.setup``)."""
     from core import cpu
 
     return {"OPENBLAS_NUM_THREADS": "1"} | {name: os.environ[name] for name in (*cpu.AVX2_PINS, cpu.ENV)
@@ -292,7 +297,7 @@ class _Repeat:
 
     def outcome(self, status: str, error: str | None) -> Outcome:
         return Outcome(status, None if error is None else wire.clip(error), self.steps,
-                       "".join(self.stdout)[:wire.MAX_STDOUT], wall_s=round(time.monotonic() - self.start, 4),
+                       wire.clip("".join(self.stdout), wire.MAX_STDOUT), wall_s=round(time.monotonic() - self.start, 4),
                        isolation=self.host.mode)
 
     def run(self) -> Outcome:

@@ -6,9 +6,11 @@ Modes (``roboscript.eval.isolation`` in params.yaml, ``--isolation`` of ``python
 * ``auto`` -- bubblewrap; when it is missing or cannot create namespaces (a container without CAP_SYS_ADMIN and
   with Docker's default seccomp profile), the runner refuses to start with :class:`IsolationUnavailable`;
 * ``bwrap`` -- the same, said explicitly;
-* ``none`` -- no namespaces: the zygote is a plain process with an empty environment. Each child still drops to uid
-  65534 (as root), sets its resource limits and installs the seccomp filter, and the restricted compiler and guards
-  are the same; but the file system, process list and network are the host's. Every episode warns.
+* ``none`` -- no namespaces: the zygote is a plain process whose environment holds only what ``host._sandbox_env``
+  passes (one BLAS thread, the CPU pins of ``core/cpu.py``; in bwrap, ``--clearenv`` leaves only the BLAS setting),
+  and each child clears even that (``child.setup``: ``os.environ`` and the C environment are empty). Each child still
+  drops to uid 65534 (as root), sets its resource limits and installs the seccomp filter, and the restricted
+  compiler and guards are the same; but the file system, process list and network are the host's. Every episode warns.
 
 bubblewrap as root (CI, these machines) runs in its *privileged* mode, without a user namespace. Two things matter
 there: it keeps **every** capability of root unless told otherwise -- hence ``--cap-drop ALL`` and back only

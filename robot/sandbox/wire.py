@@ -7,11 +7,15 @@ Values (tool arguments and results)::
     null | true | false | int (|x| < 2**63) | finite float | str | [v, ...] (list)
     {"$f": "nan" | "inf" | "-inf"}               a non-finite float (JSON has none)
     {"$t": [v, ...]}                              tuple
-    {"$set": [v, ...]}                            set
-    {"$d": [[k, v], ...]}                         dict (keys: str, int, float, bool, None or tuples of those)
+    {"$set": [v, ...]}  {"$fs": [v, ...]}          set, frozenset (items hashable once decoded)
+    {"$d": [[k, v], ...]}                         dict (keys: any value above that is hashable once decoded)
     {"$nd": [dtype, [shape...], [flat...]]}       numpy array, dtype "f8" | "i8" | "b1" | "U"
     {"$ns": [dtype, x]}                           numpy scalar of those dtypes
     {"$v": [type name, {field: v, ...}]}          a value type of the tool API (tool_api.VALUE_TYPES), by its fields
+
+One schema for both ends: :meth:`Codec.encode` ends by running :meth:`Codec.decode` on what it produced, so a value
+the sender can encode is, by construction, a value the receiver accepts; anything else is refused where it is sent
+(in the child: a catchable ToolArgumentError, never a protocol violation that ends the repeat ``crashed``).
 
 Messages (``t`` names the type; a missing, extra or mistyped field is a protocol violation)::
 
@@ -56,11 +60,45 @@ class ProtocolError(Exception):
     """A message that does not follow the schema, or a value that cannot cross the boundary."""
 
 
-def clip(text: str, limit: int = MAX_TEXT) -> str:
-    """At most ``limit`` characters; control characters other than newline and tab become '?'."""
-    if len(text) > limit:
-        text = text[: limit - 14] + " ... (clipped)"
-    return "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text)
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+"""Bidirectional marks and overrides: printable to Python, but they reorder what a terminal or a report shows."""
+CLIPPED = " ... (clipped)"
+
+
+def _escape(c: str) -> str:
+    if c in "\n\t" or (c.isprintable() and c not in _BIDI):
+        return c
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}"
+
+
+def clip(text: Any, limit: int = MAX_TEXT) -> str:
+    """The one cleaner for every text a snippet can make the runner store or show (printed output, error text,
+    exception names, tool-argument echoes, notes): valid UTF-8 only, then capped at ``limit`` characters.
+
+    Newline and tab stay; every other character Python does not call printable -- control characters (NUL, ESC,
+    carriage return, DEL, C1), lone surrogates (which no UTF-8 encoder accepts), private-use and unassigned code
+    points, line and paragraph separators -- and the bidirectional overrides become a visible escape (``\\x1b``,
+    ``\\udc80``, ``\\u202e``); an escape is never cut in half. The result always encodes as UTF-8 and round-trips
+    through JSON. Anything that is not a ``str`` is cleaned as its ``str()`` (or its type's name if that fails)."""
+    if type(text) is not str:
+        try:
+            text = str(text)
+        except Exception:  # noqa: BLE001 - a __str__ that raises
+            text = f"<{type(text).__name__}>"
+        text = str.__str__(text) if isinstance(text, str) else ""
+    if limit <= len(CLIPPED):
+        raise ValueError(f"clip limit {limit} is too small")
+    pieces = [_escape(c) for c in text[: limit + 1]]
+    if len(text) <= limit and sum(map(len, pieces)) <= limit:
+        return "".join(pieces)
+    out, room = [], limit - len(CLIPPED)
+    for piece in pieces:
+        if len(piece) > room:
+            break
+        out.append(piece)
+        room -= len(piece)
+    return "".join(out) + CLIPPED
 
 
 # ---------------------------------------------------------------------------------------------------------- values
@@ -88,7 +126,11 @@ class Codec:
     # -------------------------------------------------------------------------------------------- encode
 
     def encode(self, value: Any) -> Any:
-        return self._enc(value, 0, _Budget())
+        """The JSON form of ``value``; :class:`ProtocolError` when the value, or its JSON form, is outside the
+        schema -- checked by the very decoder the other end runs."""
+        data = self._enc(value, 0, _Budget())
+        self.decode(data)
+        return data
 
     def _enc(self, v: Any, depth: int, budget: _Budget) -> Any:
         if depth > MAX_DEPTH:
@@ -108,7 +150,7 @@ class Codec:
         if cls is tuple:
             return {"$t": [self._enc(x, depth + 1, budget) for x in v]}
         if cls in (set, frozenset):
-            return {"$set": [self._enc(x, depth + 1, budget) for x in v]}
+            return {"$set" if cls is set else "$fs": [self._enc(x, depth + 1, budget) for x in v]}
         if cls is dict:
             return {"$d": [[self._enc(k, depth + 1, budget), self._enc(x, depth + 1, budget)] for k, x in v.items()]}
         if cls in self.names:
@@ -120,6 +162,7 @@ class Codec:
             return {"$ns": [code, _plain_scalar(v.item(), code)]}
         if isinstance(v, np.ndarray):
             code = _dtype_code(v.dtype)
+            _check_shape(list(v.shape), int(v.size))
             budget.take(int(v.size))
             flat = [_plain_scalar(x, code) for x in v.reshape(-1).tolist()]
             return {"$nd": [code, list(v.shape), flat]}
@@ -148,20 +191,20 @@ class Codec:
         if tag == "$f":
             _need(body in _NONFINITE, "bad non-finite float")
             return _NONFINITE[body]
-        if tag in ("$t", "$set"):
+        if tag in ("$t", "$set", "$fs"):
             _need(type(body) is list, f"{tag} needs a list")
             items = [self._dec(x, depth + 1, budget) for x in body]
             if tag == "$t":
                 return tuple(items)
-            _need(all(_hashable(x) for x in items), "a set holds str, numbers, bool, None or tuples of them")
-            return set(items)
+            _need(all(_hashable(x) for x in items), "a set holds only hashable values (no list, dict or set)")
+            return set(items) if tag == "$set" else frozenset(items)
         if tag == "$d":
             _need(type(body) is list, "$d needs a list of pairs")
             out = {}
             for pair in body:
                 _need(type(pair) is list and len(pair) == 2, "$d needs a list of pairs")
                 key = self._dec(pair[0], depth + 1, budget)
-                _need(_hashable(key), "a dict key must be a str, number, bool, None or a tuple of them")
+                _need(_hashable(key), "a dict key must be hashable (no list, dict or set)")
                 out[key] = self._dec(pair[1], depth + 1, budget)
             return out
         if tag == "$nd":
@@ -170,8 +213,12 @@ class Codec:
             _need(type(body) is list and len(body) == 2 and body[0] in DTYPES, "bad $ns")
             import numpy as np
 
-            value = self._dec(body[1], depth + 1, budget)
+            value = body[1]  # a plain scalar, as the encoder writes it (one item of the budget, like there)
+            if body[0] == "f8" and type(value) is dict and len(value) == 1 and value.get("$f") in _NONFINITE:
+                value = _NONFINITE[value["$f"]]
             _need(type(value) in _KINDS[body[0]], "$ns value of the wrong type")
+            if type(value) is int:
+                _need(-MAX_INT < value < MAX_INT, "integer out of range")
             return np.array(value, dtype=DTYPES[body[0]])[()]
         if tag == "$v":
             _need(type(body) is list and len(body) == 2 and body[0] in self.types and type(body[1]) is dict,
@@ -189,9 +236,8 @@ class Codec:
         _need(type(body) is list and len(body) == 3 and body[0] in DTYPES and type(body[1]) is list
               and type(body[2]) is list, "bad $nd")
         shape = body[1]
-        _need(len(shape) <= 8 and all(type(n) is int and 0 <= n <= MAX_ITEMS for n in shape), "bad $nd shape")
-        size = math.prod(shape)
-        _need(size == len(body[2]) and size <= MAX_ITEMS, "$nd data does not match its shape")
+        _check_shape(shape, len(body[2]))
+        size = len(body[2])
         budget.take(size)
         code = body[0]
         flat = body[2]
@@ -199,6 +245,7 @@ class Codec:
             flat = [_NONFINITE[x["$f"]] if type(x) is dict and len(x) == 1 and x.get("$f") in _NONFINITE else x
                     for x in flat]
         _need(all(type(x) in _KINDS[code] for x in flat), "$nd data of the wrong type")
+        _need(all(-MAX_INT < x < MAX_INT for x in flat if type(x) is int), "integer out of range")
         import numpy as np
 
         return np.array(flat, dtype=DTYPES[code]).reshape(shape)
@@ -239,10 +286,22 @@ def _plain_scalar(x: Any, code: str) -> Any:
     return bool(x) if code == "b1" else str(x)
 
 
+def _check_shape(shape: list, size: int) -> None:
+    """The one rule for an array's shape, on both ends: at most 8 dimensions of at most MAX_ITEMS each, whose
+    product is the number of items."""
+    _need(len(shape) <= 8 and all(type(n) is int and 0 <= n <= MAX_ITEMS for n in shape),
+          f"an array may have at most 8 dimensions of at most {MAX_ITEMS} each")
+    _need(math.prod(shape) == size and size <= MAX_ITEMS, "$nd data does not match its shape")
+
+
 def _hashable(k: Any) -> bool:
-    if k is None or type(k) in (str, int, float, bool):
-        return True
-    return type(k) is tuple and all(_hashable(x) for x in k)
+    """Whether a *decoded* value can be a dict key or set item (what both ends check: a numpy scalar, a tuple of
+    them, a frozenset can; a list, dict, set or array cannot)."""
+    try:
+        hash(k)
+    except TypeError:
+        return False
+    return True
 
 
 def _need(ok: bool, why: str) -> None:

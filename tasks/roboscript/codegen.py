@@ -20,6 +20,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from robot.contract.code_checks import TooComplex
+from robot.contract.code_checks import parse as parse_within_limits
 from robot.contract.code_policy import DEFAULT_POLICY, CodePolicy, Verdict
 from tasks.llm import request_from_params
 from tasks.llm.base import Completion, LLMClient, Provenance
@@ -50,10 +52,10 @@ def extract_code(text: str) -> str:
 def definitions_only(code: str) -> tuple[str, int]:
     """The top-level function definitions of a sub-agent's code, and how many other top-level statements were
     dropped (a model's "example usage" lines would otherwise run inside the snippet). Unparsable code is returned
-    as it is, for the checker to report."""
+    as it is, for the checker to report (also code beyond the check's limits: it refuses it ``too_complex``)."""
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
+        tree = parse_within_limits(code)
+    except (SyntaxError, ValueError, TooComplex):
         return code, 0
     defs = [ast.get_source_segment(code, node) or "" for node in tree.body if isinstance(node, ast.FunctionDef)]
     others = [node for node in tree.body if not isinstance(node, ast.FunctionDef)

@@ -4,7 +4,12 @@ what ``embp roboscript try-snippet PATH [--task Simple_0]`` prints (as JSON) and
 The code check comes first (a refused snippet never starts the simulator); then one repeat on an in-process
 :class:`~robot.episode.EpisodeRunner` with the sim backend, the task's world and evaluation items, and the
 ``roboscript.eval`` settings (arm, perception, limits, isolation) of the params file. The outcome says what the
-runner would say for that repeat, plus every tool call.
+runner would say for that repeat, plus every tool call. ``success`` is true only where the evaluation would count
+it: the repeat's status is one scoring evaluates (``scoring.repeat_scores``: ``ok``) and every item holds; a repeat
+that ended ``code_error`` with the items holding shows ``success: false`` and ``items_held: true``.
+
+Whatever happens, it prints one JSON object and exits with one of the codes below: a snippet the check cannot
+finish on is refused (``too_complex``), and a failure of the tool itself is reported as ``status: error``, exit 2.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from robot.contract.code_policy import DEFAULT_POLICY
 from robot.contract.outcomes import GRAMMATICAL
 from robot.sandbox import isolation as modes
 from robot.sandbox import wire
+from tasks.roboscript.eval import scoring
 
 EXIT_RAN, EXIT_REFUSED, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 """0: the code ran (ok, or a robot_error: the robot could not do a well-formed request); 1: the code check refused
-it; 2: the file, task or settings are unusable (or the sandbox cannot start); 3: it failed when run (code_error,
-timeout, memory, crashed)."""
+it; 2: the file, task or settings are unusable (or the sandbox cannot start, or try-snippet itself failed); 3: it
+failed when run (code_error, timeout, memory, crashed)."""
 MAX_CODE_BYTES = 200_000
 MAX_CALLS_SHOWN = 200
 
@@ -60,8 +66,20 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 def try_snippet(path: Path, task_id: str = "Simple_0", params_file: Path | None = None,
                 isolation: str | None = None) -> tuple[int, dict]:
-    """(exit status, outcome as a JSON-able dict) of checking and running the snippet in ``path`` once."""
+    """(exit status, outcome as a JSON-able dict) of checking and running the snippet in ``path`` once; never
+    raises (but for KeyboardInterrupt)."""
     outcome: dict = {"file": str(path), "task": task_id, "ran": False}
+    try:
+        status, outcome = _try_snippet(path, task_id, params_file, isolation, outcome)
+    except Exception as exc:  # noqa: BLE001 - the documented contract: JSON and an exit code, never a traceback
+        status, outcome = EXIT_USAGE, outcome | {"ran": False, "status": "error",
+                                                 "error": wire.clip(f"try-snippet failed: {type(exc).__name__}: "
+                                                                    f"{exc}")}
+    return status, json.loads(json.dumps(outcome))  # what is printed is exactly what round-trips
+
+
+def _try_snippet(path: Path, task_id: str, params_file: Path | None, isolation: str | None,
+                 outcome: dict) -> tuple[int, dict]:
     try:
         code = read_snippet(path)
         from robot.contract.catalog import load_catalog
@@ -90,11 +108,13 @@ def try_snippet(path: Path, task_id: str = "Simple_0", params_file: Path | None 
     if not result["ok"]:
         return EXIT_USAGE, outcome | {"status": "error", "error": result["error"]}
     repeat = result["repeats"][0]
+    counted = scoring.repeat_scores(repeat, len(repeat["items"] or []))[0] == 1
     outcome |= {"ran": repeat["status"] in GRAMMATICAL, "isolation": result["isolation"],
                 "warnings": result["warnings"], "status": repeat["status"], "grammatical": repeat["grammatical"],
                 "error": repeat["error"], "stdout": repeat["stdout"], "steps": repeat["steps"],
-                "calls": calls[:MAX_CALLS_SHOWN], "success": repeat["success"], "items": repeat["items"],
-                "wall_s": repeat["wall_s"]}
+                "calls": calls[:MAX_CALLS_SHOWN], "counted": counted,
+                "success": bool(repeat["success"]) and counted, "items_held": repeat["success"],
+                "items": repeat["items"], "wall_s": repeat["wall_s"]}
     return (EXIT_RAN if outcome["ran"] else EXIT_FAILED), outcome
 
 
