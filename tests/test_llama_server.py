@@ -143,7 +143,12 @@ def test_reusing_whole_batches_of_a_prefix_gives_the_numbers_of_an_empty_context
         remove = warm_model._ctx.kv_cache_seq_rm
         warm_model._ctx.kv_cache_seq_rm = lambda seq, start, end: kept.append(start) or remove(seq, start, end)
         warm = ask(warm_model, question)
+        # an agent's next turn repeats the answer, which was decoded a token at a time: only the prompt's batches
+        # may be reused, never positions of the answer
+        follow = question + [{"role": "assistant", "content": warm[0]}, {"role": "user", "content": "And then?"}]
+        next_warm = ask(warm_model, follow)
+        next_cold = ask(model(), follow)
     finally:
         llama_cpp.Llama.generate = original
     assert kept and kept[0] > 0 and kept[0] % 64 == 0          # whole batches of the shared prefix were reused
-    assert warm == cold
+    assert warm == cold and next_warm == next_cold

@@ -27,15 +27,19 @@ def _generate_with_aligned_reuse(original):
         if not kwargs.get("reset", True):
             return original(self, tokens, *args, **kwargs)
         keep = 0
+        decoded_in_batches = getattr(self, "_embp_prompt_tokens", 0)
         if self.n_tokens > 0:
             common = 0
-            for cached, new in zip(self._input_ids, tokens):
+            for cached, new in zip(self._input_ids[:decoded_in_batches], tokens):
                 if cached != new:
                     break
                 common += 1
-            # whole batches only, and at least one token left to decode: the rest is decoded in exactly the batches
-            # a request from an empty context would use (batch k covers positions [k * n_batch, (k + 1) * n_batch))
+            # whole batches of the previous *prompt* only (its answer was decoded a token at a time, not in the
+            # batches a cold request would use: an agent's next prompt repeats that answer), and at least one token
+            # left to decode: the rest is decoded in exactly the batches a request from an empty context would use
+            # (batch k covers positions [k * n_batch, (k + 1) * n_batch))
             keep = (min(common, len(tokens) - 1) // self.n_batch) * self.n_batch
+        self._embp_prompt_tokens = len(tokens)
         if keep:
             self._ctx.kv_cache_seq_rm(-1, keep, -1)
             self.n_tokens = keep
