@@ -152,3 +152,32 @@ def test_reusing_whole_batches_of_a_prefix_gives_the_numbers_of_an_empty_context
         llama_cpp.Llama.generate = original
     assert kept and kept[0] > 0 and kept[0] % 64 == 0          # whole batches of the shared prefix were reused
     assert warm == cold and next_warm == next_cold
+
+
+def test_a_server_whose_owner_is_killed_does_not_outlive_it(tmp_path):
+    """SIGKILL leaves no cleanup to its victim: the server notices its parent is gone and exits."""
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import sys, time\n"
+        "from tasks.models.llama_server import LlamaServer\n"
+        "from tasks.params import ServeParams\n"
+        f"server = LlamaServer({MODEL!r}, ServeParams(threads=1, n_ctx=512), None)\n"
+        "server.start()\n"
+        "print(server.process.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parent.parent)
+    try:
+        server_pid = int(owner.stdout.readline())
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 15
+        while Path(f"/proc/{server_pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        alive = Path(f"/proc/{server_pid}").exists()
+        if alive:
+            os.kill(server_pid, signal.SIGKILL)
+        assert not alive
+    finally:
+        if owner.poll() is None:
+            owner.kill()

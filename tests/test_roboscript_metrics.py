@@ -136,3 +136,25 @@ def test_no_clean_repeat_means_not_grammatical_and_a_task_nobody_ran_scores_zero
 def test_a_repeat_with_the_wrong_number_of_items_is_an_error():
     with pytest.raises(ValueError, match="1 item result"):
         repeat_scores(_repeat("ok", [True]), 2)
+
+
+def _repeats_of(outcomes: list[tuple[str, list[bool]]]) -> dict:
+    return {"ok": True, "repeats": [{"status": status, "items": [{"ok": ok} for ok in items]}
+                                    for status, items in outcomes]}
+
+
+def test_intervals_resample_repeats_within_each_task_and_count_unrun_repeats_as_zero():
+    from tasks.roboscript.eval.scoring import intervals, repeat_units
+
+    always = repeat_units(_repeats_of([("ok", [True, True])] * 10), 2, 10)
+    never = repeat_units(_repeats_of([("code_error", [False, False])] * 10), 2, 10)
+    assert always == [(1.0, 1)] * 10 and never == [(0.0, 0)] * 10
+    # each task keeps its 10 repeats: the mean over tasks is 0.5 in every resample
+    assert intervals({"Simple_0": always, "Hard_0": never})["finished_whole_task"] == [0.5, 0.5]
+    half = repeat_units(_repeats_of([("ok", [True, False])] * 5 + [("ok", [True, True])] * 5), 2, 12)
+    assert len(half) == 12 and half[-2:] == [(0.0, 0), (0.0, 0)]     # two repeats asked for never ran
+    ci = intervals({"Simple_0": half, "Hard_0": half, "Hard_1": half})
+    whole = task_metrics(_repeats_of([("ok", [True, False])] * 5 + [("ok", [True, True])] * 5), 2, 12)
+    low, high = ci["finished_whole_task"]
+    assert low < whole["finished_whole_task"] < high and ci["indicative"] is False      # 36 repeats
+    assert intervals({"Simple_0": always[:3]})["indicative"] is True

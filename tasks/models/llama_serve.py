@@ -13,7 +13,8 @@ arguments) with two changes that make an answer a function of its request alone:
   task's instructions away from Gemma 3's base model alone). The format is picked per model architecture by
   :class:`tasks.models.llama_server.LlamaServer`, never per prompt.
 
-Started by :class:`tasks.models.llama_server.LlamaServer`; not imported by the pipeline.
+It also exits when the process that started it is gone. Started by :class:`tasks.models.llama_server.LlamaServer`;
+not imported by the pipeline.
 """
 
 from __future__ import annotations
@@ -69,10 +70,28 @@ def _register_gemma_system() -> None:
         return chat.ChatFormatterResponse(prompt=prompt + "<start_of_turn>model\n", stop="<end_of_turn>")
 
 
+def _exit_with_parent() -> None:
+    """Leave when the process that started the server is gone (killed with SIGKILL, say): a server is never
+    orphaned, holding a port and gigabytes of memory."""
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="embp-parent-watch", daemon=True).start()
+
+
 def main() -> None:
     import llama_cpp
     from llama_cpp.server.__main__ import main as serve
 
+    _exit_with_parent()
     llama_cpp.Llama.generate = _generate_with_aligned_reuse(llama_cpp.Llama.generate)
     _register_gemma_system()
     serve()

@@ -20,9 +20,12 @@ from tasks import paths
 from tasks.roboscript import layout
 from tasks.roboscript.benchmark import BENCHMARK_FILE, BenchmarkTask
 from tasks.roboscript.eval.scoring import (
+    INTERVAL_METRICS,
     METRICS,
     Table2Block,
+    intervals,
     load_published,
+    repeat_units,
     summary,
     table2_markdown,
     task_metrics,
@@ -243,12 +246,14 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
     per_task: dict[str, Any] = {}
     details: dict[str, Any] = {}
     ran: dict[str, Any] = {}
+    units: dict[str, list] = {}
     for task in tasks:
         code = codes.get(task.id)
         result = results.get(task.id)
         if code is None:
             result = {"ok": False, "error": "no code for this task"}
         metrics = task_metrics(result, len(task.evaluation), ep.repeats)
+        units[task.id] = repeat_units(result, len(task.evaluation), ep.repeats)
         per_task[task.id] = {k: v for k, v in metrics.items() if k != "error"}
         details[task.id] = {
             "instruction": task.instruction, "items": [i.describe() for i in task.evaluation],
@@ -262,8 +267,8 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
                         "repeat_wall_s": [r.get("wall_s") for r in (result or {}).get("repeats", [])]}
     settings = {"repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                 "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "runners": len(pool_info["runners"])}
-    report = {"model": model, "kind": coder_kind(model), "settings": settings, "summary": summary(per_task),
-              "tasks": per_task}
+    report = {"model": model, "kind": coder_kind(model), "settings": settings,
+              "summary": summary(per_task) | {"ci95": intervals(units)}, "tasks": per_task}
     details = {"model": model, "tasks": details, "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
     return report, details, {"pool": pool_info, "tasks": ran}
 
@@ -272,7 +277,7 @@ def run_record(report: dict) -> dict:
     """What table2.md keeps of one evaluation: who wrote the code, the settings, the four metrics per task."""
     return {"model": report["model"], "kind": coder_kind(report["model"]), "settings": report["settings"],
             "tasks": {t: {k: m[k] for k in METRICS} for t, m in report["tasks"].items()},
-            "summary": {k: report["summary"][k] for k in METRICS}}
+            "summary": {k: report["summary"][k] for k in METRICS} | {"ci95": report["summary"].get("ci95", {})}}
 
 
 def run_record_name(report: dict) -> str:
@@ -305,7 +310,9 @@ def table2(report: dict, records: list[dict] | None = None) -> str:
     for record in records:
         st = record["settings"]
         source = f"this project: {st['repeats']} repeats, {st['perception']}, {st['arm']} ({st['backend']})"
-        blocks.append(Table2Block(record["model"], record["kind"], source, record["tasks"]))
+        ci = record.get("summary", {}).get("ci95", {})
+        blocks.append(Table2Block(record["model"], record["kind"], source, record["tasks"],
+                                  {k: ci[k] for k in INTERVAL_METRICS if ci.get(k)}))
     blocks += published
     title = "\n".join([
         "# RoboScript benchmark, Table II layout",
@@ -353,4 +360,7 @@ def mlflow_metrics(report: dict) -> dict[str, float]:
     for key in METRICS:
         if report["summary"][key] is not None:
             out[f"mean.{key}"] = float(report["summary"][key])
+    for key, interval in report["summary"].get("ci95", {}).items():
+        if key in INTERVAL_METRICS and interval:
+            out[f"mean.{key}_ci_low"], out[f"mean.{key}_ci_high"] = float(interval[0]), float(interval[1])
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from tasks.roboscript.eval.scoring import METRICS, Table2Block, table2_markdown
+from tasks.roboscript.eval.scoring import INTERVAL_METRICS, METRICS, Table2Block, table2_markdown
 
 EXPERIMENT = "roboscript-eval"
 
@@ -28,14 +28,30 @@ def kinds_from_runs(runs) -> dict[str, str]:
     return out
 
 
-def per_model_from_runs(runs) -> dict[str, dict[str, dict[str, float]]]:
-    """``runs``: MLflow ``Run`` objects, any order. The newest finished run of each model wins."""
+def newest_runs(runs) -> dict[str, object]:
+    """The newest finished run of each model (its ``model`` tag, else its name)."""
     chosen: dict[str, object] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True):
         if run.info.status != "FINISHED":
             continue
         model = run.data.tags.get("model") or run.info.run_name
         chosen.setdefault(model, run)
+    return chosen
+
+
+def intervals_from_runs(runs) -> dict[str, dict[str, list[float]]]:
+    """Per model, the intervals over all tasks its newest run logged (``mean.<metric>_ci_low`` / ``_ci_high``)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for model, run in newest_runs(runs).items():
+        m = run.data.metrics
+        out[model] = {k: [m[f"mean.{k}_ci_low"], m[f"mean.{k}_ci_high"]] for k in INTERVAL_METRICS
+                      if f"mean.{k}_ci_low" in m and f"mean.{k}_ci_high" in m}
+    return out
+
+
+def per_model_from_runs(runs) -> dict[str, dict[str, dict[str, float]]]:
+    """``runs``: MLflow ``Run`` objects, any order. The newest finished run of each model wins."""
+    chosen = newest_runs(runs)
     table: dict[str, dict[str, dict[str, float]]] = {}
     for model, run in chosen.items():
         per_task: dict[str, dict[str, float]] = defaultdict(dict)
@@ -62,11 +78,15 @@ def section_markdown(client, experiment_name: str) -> str | None:
                       key=lambda t: (level.get(t.split("_")[0], 3), t))
     # by name, not by which run is newest: stages that log here may finish in either order (embp run runs
     # roboscript-eval and roboscript-real side by side), and the report must not change with it
-    blocks = [Table2Block(model, kinds.get(model, "LLM"), "MLflow, newest run", table[model]) for model in sorted(table)]
+    ci = intervals_from_runs(runs)
+    blocks = [Table2Block(model, kinds.get(model, "LLM"), "MLflow, newest run", table[model], ci.get(model, {}))
+              for model in sorted(table)]
     return table2_markdown(blocks, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
                                              f"`{experiment_name}`, the newest run per code writer; definitions in "
-                                             "docs/robot.md; the paper's published figures are beside our runs in "
-                                             "the RoboScript table2.md report.")
+                                             "docs/robot.md; the last column is the mean over these tasks with its "
+                                             "95 % bootstrap interval over repeats (resampled within each task) "
+                                             "where the run logged one; the paper's published figures are beside "
+                                             "our runs in the RoboScript table2.md report.")
 
 
 def markdown_table_to_html(markdown: str) -> str:

@@ -25,13 +25,14 @@ github.com/SgtVincent/RoboScript), restated:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from core.errors import DataError
+from tasks import stats
 
 METRICS = ("grammar_correct", "semantic_correct", "finished_steps_ratio", "finished_whole_task")
 METRIC_LABELS = {"grammar_correct": "grammar correctness", "semantic_correct": "semantic correctness",
@@ -76,6 +77,33 @@ def task_metrics(result: dict | None, n_items: int, repeats: int | None = None) 
     }
 
 
+INTERVAL_METRICS = ("finished_steps_ratio", "finished_whole_task")
+"""The metrics of each repeat (a share of items, all items held), which get a 95 % interval over repeats."""
+
+
+def repeat_units(result: dict | None, n_items: int, repeats: int | None = None) -> list[tuple[float, int]]:
+    """(steps_k, whole_k) of every repeat asked for, as :func:`task_metrics` averages them: a repeat that never ran
+    counts 0 for both."""
+    ran = list((result or {}).get("repeats") or []) if (result or {}).get("ok") else []
+    n = max(repeats if repeats is not None else len(ran), len(ran))
+    units = [(steps, whole) for _, steps, whole in (repeat_scores(r, n_items) for r in ran)]
+    return units + [(0.0, 0)] * (n - len(units))
+
+
+def intervals(units: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
+    """The 95 % bootstrap intervals of the finished-steps ratio and whole-task rate over all tasks (:mod:`tasks.stats`):
+    repeats resampled within each task, so every task keeps its N repeats and the statistic is the mean over tasks
+    of each task's mean, as the summary computes it. ``indicative`` when there are fewer than 30 repeats in all."""
+    strata = [task for task, rows in sorted(units.items()) for _ in rows]
+    out: dict[str, Any] = {}
+    for index, key in enumerate(INTERVAL_METRICS):
+        values = [row[index] for task, rows in sorted(units.items()) for row in rows]
+        interval = stats.bootstrap(values, strata=strata) if values else None
+        out[key] = None if interval is None else [round(interval.low, 4), round(interval.high, 4)]
+    return out | {"level": stats.LEVEL, "units": "repeats, resampled within each task",
+                  "indicative": len(strata) < stats.INDICATIVE_BELOW}
+
+
 def summary(per_task: dict[str, dict]) -> dict:
     """Means over all tasks (booleans count as 0/1; a task that could not run counts 0, as in the public table)."""
     tasks = list(per_task.values())
@@ -102,6 +130,8 @@ class Table2Block:
     """"LLM", or what else wrote the code (a rule-based program is never shown as a model)."""
     source: str
     per_task: dict[str, dict]
+    intervals: dict[str, Any] = field(default_factory=dict)
+    """``{metric: [low, high]}`` over all tasks (:func:`intervals`); empty for the published rows."""
 
 
 def table2_markdown(blocks: list[Table2Block], task_ids: list[str], title: str = "") -> str:
@@ -110,14 +140,27 @@ def table2_markdown(blocks: list[Table2Block], task_ids: list[str], title: str =
     lines = []
     if title:
         lines += [title, ""]
-    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids) + " |")
-    lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in task_ids) + " |")
+    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids) + " | all tasks [95% CI] |")
+    lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in task_ids) + " | --- |")
     for block in blocks:
         for i, key in enumerate(METRICS):
-            cells = [_cell(block.per_task.get(t, {}).get(key)) for t in task_ids]
+            cells = [_cell(block.per_task.get(t, {}).get(key)) for t in task_ids] + [_mean_cell(block, key, task_ids)]
             head = f"{block.name} | {block.kind} | {block.source}" if i == 0 else " |  | "
             lines.append(f"| {head} | {METRIC_LABELS[key]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _mean_cell(block: Table2Block, key: str, task_ids: list[str]) -> str:
+    """The mean over the table's tasks (a task without a figure counts 0, as in the summary), with its interval over
+    repeats where the block has one."""
+    values = [block.per_task.get(t, {}).get(key) for t in task_ids]
+    if all(v is None for v in values):
+        return "n/a"
+    mean = sum(float(v or 0) for v in values) / len(values)
+    interval = block.intervals.get(key)
+    if interval:
+        return f"{mean:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+    return f"{mean:.2f}"
 
 
 PUBLISHED_FILE = Path(__file__).with_name("published_table2.yaml")
