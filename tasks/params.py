@@ -505,9 +505,11 @@ class LadderRoboScriptParams(Strict):
     """The ladder's RoboScript part: each model writes the Table I tasks' code (the project's prompts and hierarchical
     generator, the settings of ``roboscript.codegen``) and the runners run it ``repeats`` times."""
 
-    tasks: Literal["all"] | list[str] = "all"
-    repeats: Annotated[int, Field(ge=1, le=100)] = 10
-    runners: Annotated[int, Field(ge=1, le=16)] = 2
+    tasks: Literal["all"] | list[str] = ["Simple_0"]
+    """The default run's slice; the ladder profile: all."""
+    repeats: Annotated[int, Field(ge=1, le=100)] = 1
+    """The ladder profile: 10, as the paper."""
+    runners: Annotated[int, Field(ge=1, le=16)] = 1
 
 
 class LadderParams(Strict):
