@@ -42,7 +42,7 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
             files.gguf_path(files.get(name), "ladder.models")
         codes, speed = {}, {}
         for name in ladder.models:
-            server = LlamaServer(name, ladder.serve, slog_path(name))
+            server = LlamaServer(name, ladder.serve, server_log(name))
             llm = served_llm(ladder, name, server.base_url)
             client = build_client(llm, layout.LADDER_CACHE / name)
             client.backend = OnDemandBackend(client.backend, server)
@@ -88,7 +88,7 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
         return {name: r["summary"] for name, r in reports.items()}
 
 
-def slog_path(name: str):
+def server_log(name: str):
     """Each model's server log: beside the stage's run facts, kept after the run (never a DVC output)."""
     from tasks import paths
 
