@@ -122,6 +122,9 @@ def test_grammar_is_any_clean_repeat_and_the_ratios_divide_by_the_repeats_asked_
     assert metrics["finished_whole_task"] == pytest.approx(1 / 5)
     assert metrics["statuses"] == {"code_error": 1, "not_run": 1, "ok": 2, "timeout": 1}
     assert metrics["repeats"] == 5 and metrics["repeats_run"] == 4
+    assert metrics["failed_motions"] == 0
+    moved = _repeat("ok", [True, True]) | {"failed_motions": [{"call": 2, "tool": "grasp"}, {"call": 5, "tool": "grasp"}]}
+    assert task_metrics(_result(moved, _repeat("ok", [True, True])), 2)["failed_motions"] == 2
 
 
 def test_no_clean_repeat_means_not_grammatical_and_a_task_nobody_ran_scores_zero():

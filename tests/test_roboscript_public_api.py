@@ -197,4 +197,4 @@ def test_public_style_code_that_meets_a_failed_motion_goes_on_and_scores_as_publ
     assert len(raised["failed_motions"]) == 1
     assert task_metrics(strict, len(task.evaluation)) | {"statuses": None, "repeats": None} == {
         "grammar_correct": False, "semantic_correct": False, "finished_steps_ratio": 0.0, "finished_whole_task": 0.0,
-        "repeats": None, "repeats_run": 1, "statuses": None, "error": None}
+        "repeats": None, "repeats_run": 1, "statuses": None, "error": None, "failed_motions": 1}

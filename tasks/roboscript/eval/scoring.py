@@ -73,6 +73,7 @@ def task_metrics(result: dict | None, n_items: int, repeats: int | None = None) 
         "repeats": n,
         "repeats_run": len(ran),
         "statuses": dict(sorted(statuses.items())),
+        "failed_motions": sum(len(r.get("failed_motions") or []) for r in ran),
         "error": error,
     }
 
