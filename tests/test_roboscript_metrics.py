@@ -95,6 +95,17 @@ def test_position_is_the_3d_distance_to_where_the_other_object_started(dx, dz, h
     assert result.ok is holds, result.detail
 
 
+def test_position_is_measured_from_the_models_base_as_the_public_world_files_place_origins():
+    """A tall apple (8 cm) put 9.6 cm from where a flat banana (2 cm) stood: 0.096 m between the bases, the public
+    origins; the box centres would be 0.1006 m apart (3 cm of height difference) and fail."""
+    start = {"apple": Box(0.5, 0.3, 0.75, 0.58, 0.38, 0.83), "banana": Box(0.5, -0.3, 0.75, 0.58, -0.22, 0.77)}
+    now = dict(start, apple=Box(0.5, -0.204, 0.75, 0.58, -0.124, 0.83))
+    result = _check(EvalItem("near_start", "apple", of="banana"), now, start)
+    assert result.ok and "0.096 m" in result.detail, result.detail
+    higher = dict(now, apple=Box(0.5, -0.204, 0.80, 0.58, -0.124, 0.88))  # the same, 5 cm up: 0.108 m
+    assert not _check(EvalItem("near_start", "apple", of="banana"), higher, start).ok
+
+
 # ------------------------------------------------------------------------------------------------ metrics
 
 
