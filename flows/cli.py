@@ -324,8 +324,8 @@ def roboscript_try_snippet(
         isolation: Annotated[Optional[str], typer.Option(
             "--isolation", help="auto | bwrap | none (default: roboscript.eval.isolation).")] = None) -> None:
     """Check one snippet and run it once in the sandbox against the simulated robot; print the outcome as JSON.
-    Exit 0: it ran (ok or robot_error); 1: the code check refused it; 2: unusable file, task or settings; 3: it
-    failed (code_error, timeout, memory, crashed)."""
+    Exit 0: it ran to its end (ok; a failed motion returns False); 1: the code check refused it; 2: unusable file,
+    task or settings; 3: it failed (code_error, robot_error under motion_failure raise, timeout, memory, crashed)."""
     from tasks.roboscript.eval.try_snippet import try_snippet
 
     status, outcome = try_snippet(path, task, params, isolation)

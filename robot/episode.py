@@ -7,15 +7,17 @@ Goal (``request_json``)::
      "code": "...", "repeats": 10, "perception": "ground_truth" | "noisy" | "perceived",
      "noise": {"position_m": 0.005, ...}, "pipeline": {"detection": "perceived", ...}, "pose_jitter_m": 0.005,
      "seed": 0,
-     "timeout_s": 60, "memory_mb": 512, "arm": "panda", "isolation": "auto",
+     "timeout_s": 60, "memory_mb": 512, "arm": "panda", "isolation": "auto", "motion_failure": "return_false",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
 Only ``code`` and one of ``world`` / ``world_file`` are required. ``isolation`` is what the goal demands of the
 runner's sandbox: ``auto`` / ``bwrap`` (namespaces: a runner started with ``--isolation none`` refuses the goal) or
-``none`` (anything). Result (``result_json``): ``ok`` (the goal could be run), ``error``, ``runner``, ``isolation``
+``none`` (anything). ``motion_failure`` is what a motion tool does when the robot cannot carry it out
+(``robot/contract/outcomes.py``): ``return_false`` (default, the public RoboScript contract) or ``raise``. Result (``result_json``): ``ok`` (the goal could be run), ``error``, ``runner``, ``isolation``
 (what the runner's sandbox uses), ``warnings``, ``policy`` (the code check), and per repeat: ``status``
 (robot/sandbox/),
-``grammatical``, ``error``, ``steps``, ``notes``, ``stdout``, ``wall_s``, the evaluation ``items`` with their
+``grammatical``, ``error``, ``steps``, ``notes``, ``failed_motions`` (each motion call that failed: its number among
+the motion calls, tool, error, text), ``stdout``, ``wall_s``, the evaluation ``items`` with their
 details, ``success`` (all items hold; null without items), the final ``state`` (boxes, joint values) and what the
 perception mode did (``perception``: the pipeline's calls, stage timings and what each found).
 """
@@ -38,6 +40,7 @@ from robot import sandbox
 from robot.backends.base import RobotBackend
 from robot.contract import items as scoring
 from robot.contract.code_policy import DEFAULT_POLICY
+from robot.contract.outcomes import MOTION_FAILURE, MOTION_FAILURE_MODES
 from robot.contract.params import NoiseParams, PipelineParams
 from robot.contract.world import World, read_world
 from robot.errors import BackendUnavailable, GoalError
@@ -66,6 +69,7 @@ class Goal:
     task_id: str | None = None
     evaluation: list = field(default_factory=list)
     isolation: str | None = None
+    motion_failure: str = MOTION_FAILURE
 
 
 def _field(data: dict, key: str, kind: type | tuple, default: Any = None, required: bool = False) -> Any:
@@ -133,6 +137,10 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
     isolation = _field(data, "isolation", str)
     if isolation is not None and isolation not in sandbox.MODES:
         raise GoalError(f"goal field 'isolation' must be one of {', '.join(sandbox.MODES)}, got {isolation!r}.")
+    motion_failure = _field(data, "motion_failure", str, MOTION_FAILURE)
+    if motion_failure not in MOTION_FAILURE_MODES:
+        raise GoalError(f"goal field 'motion_failure' must be one of {', '.join(MOTION_FAILURE_MODES)}, got "
+                        f"{motion_failure!r}.")
     try:
         items = scoring.parse_items(_field(data, "evaluation", list, []), world)
     except DataError as exc:
@@ -141,7 +149,7 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
                 perception=perception, noise=noise, pipeline=pipeline, pose_jitter_m=jitter,
                 seed=_field(data, "seed", int, 0),
                 timeout_s=timeout, memory_mb=memory, arm=_field(data, "arm", str), task_id=data.get("task_id"),
-                evaluation=items, isolation=isolation)
+                evaluation=items, isolation=isolation, motion_failure=motion_failure)
 
 
 def _check_pipeline(pipeline: PipelineParams) -> None:
@@ -217,7 +225,7 @@ class EpisodeRunner:
         seed = goal.seed * 1000 + index
         self.backend.reset(seed, goal.pose_jitter_m)
         perception = create_perception(goal.perception, self.backend, goal.noise, seed, goal.pipeline)
-        tools = RobotTools(self.backend, perception)
+        tools = RobotTools(self.backend, perception, motion_failure=goal.motion_failure)
 
         def step(record: dict) -> None:
             if on_feedback is not None:
@@ -230,7 +238,7 @@ class EpisodeRunner:
         success = all(i["ok"] for i in items) if items else None
         record = {"repeat": index, "seed": seed, "status": outcome.status, "grammatical": outcome.grammatical,
                   "error": outcome.error, "reasons": outcome.reasons, "steps": outcome.steps,
-                  "stdout": outcome.stdout, "wall_s": outcome.wall_s, "items": items, "success": success,
+                  "failed_motions": tools.failed_motions, "stdout": outcome.stdout, "wall_s": outcome.wall_s, "items": items, "success": success,
                   "state": _state_json(state), "perception": perception.report()}
         if on_feedback is not None:
             on_feedback({"episode_id": goal.episode_id, "repeat": index, "done": True, "status": outcome.status,

@@ -5,8 +5,10 @@
   would.
 * :class:`RobotError` -- the call was well formed but the robot could not or would not carry it out: a pose outside
   the workspace (:class:`WorkspaceError`), no inverse-kinematics solution or no collision-free path
-  (:class:`PlanningError`), an object perception did not find (:class:`ObjectNotFound`). The code is fine; the
-  repeat fails on the task's evaluation items.
+  (:class:`PlanningError`), an object perception did not find (:class:`ObjectNotFound`). The motion tools catch it
+  and return False by default (the public RoboScript contract, ``roboscript.eval.motion_failure: return_false``);
+  where one reaches the code and ends it uncaught, the repeat is ``robot_error`` and, like any repeat that raised,
+  is not evaluated (docs/robot.md, "Scoring").
 
 Both derive from ``Exception`` so that generated code may catch them with ``except Exception``.
 """

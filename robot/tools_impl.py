@@ -5,12 +5,18 @@ of the right length, quaternions non-zero, distances and counts in range -- a ba
 :class:`~robot.errors.ToolArgumentError` (the code's fault). Every target of a motion is checked against the
 backend's workspace limits -- outside them the motion is refused with :class:`~robot.errors.WorkspaceError`
 before it is planned.
+
+A motion the robot cannot carry out (a refused target, no inverse-kinematics solution, no collision-free path, an
+approach that stops short of the grasp pose) follows the public RoboScript contract by default: the motion tool
+returns ``False``, the arm stays where it stopped, the code goes on, and :attr:`RobotTools.failed_motions` records the
+call and why. ``motion_failure="raise"`` (``robot.contract.outcomes``) raises the RobotError instead.
 """
 
 from __future__ import annotations
 
 import math
 from numbers import Real
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,9 +24,10 @@ import numpy as np
 from robot import grasps
 from robot.backends.base import JointState, RobotBackend
 from robot.contract.catalog import Catalog, load_catalog
+from robot.contract.outcomes import MOTION_FAILURE, MOTION_FAILURE_MODES
 from robot.contract.tool_api import Pose, ToolAPI
 from robot.contract.world import CABINET
-from robot.errors import ObjectNotFound, ToolArgumentError, WorkspaceError
+from robot.errors import ObjectNotFound, PlanningError, ToolArgumentError, WorkspaceError
 from robot.perception import Perception
 from robot.perception.grasp_backends import GraspRequest, create_grasp_backend
 
@@ -32,6 +39,10 @@ WALL_CLEARANCE = 0.005
 PLACE_CANDIDATES = 32
 """Place spots parse_place_pose tries against the arm's reach and collisions, best first (a 1 cm grid around the
 best spot: ~3 cm each way; a refused spot costs one collision-aware IK, ~80 ms)."""
+APPROACH_DONE = 0.9
+"""A grasp whose straight approach covers more than this share of its path succeeded, as the public grasp's
+Cartesian approach does (moveit_gazebo_env.py, move_to_pose: a Cartesian plan counts when its fraction is > 0.9);
+less returns False."""
 MAX_STRAIGHT_M = 1.0
 MAX_WAYPOINTS = 200
 
@@ -87,14 +98,41 @@ def _quat_mul(a, b) -> np.ndarray:
 
 
 class RobotTools(ToolAPI):
-    def __init__(self, backend: RobotBackend, perception: Perception, catalog: Catalog | None = None):
+    def __init__(self, backend: RobotBackend, perception: Perception, catalog: Catalog | None = None,
+                 motion_failure: str = MOTION_FAILURE):
+        if motion_failure not in MOTION_FAILURE_MODES:
+            raise ValueError(f"motion_failure must be one of {', '.join(MOTION_FAILURE_MODES)}, got {motion_failure!r}")
         self.backend = backend
         self.perception = perception
         self.catalog = catalog or load_catalog()
+        self.motion_failure = motion_failure
         self._grasper = None
         self.notes: list[str] = []
         """Things a caller should know about the last calls (a Cartesian motion that stopped short); the sandbox
         reports them in the step feedback and clears them."""
+        self.failed_motions: list[dict] = []
+        """Every motion call that returned False (``return_false``) or raised (``raise``): call number among the
+        motion calls, tool name, error class and text. The runner puts it in the repeat's result."""
+        self._motion_calls = 0
+
+    def _motion(self, tool: str, run: Callable[[], str | None]) -> bool:
+        """Run one motion; ``run`` returns None when it reached its target, else why not (a motion that stopped
+        short). A refused or impossible motion (WorkspaceError, PlanningError) or one that stopped short returns
+        False under ``return_false`` and raises under ``raise``; either way it is recorded."""
+        self._motion_calls += 1
+        try:
+            short = run()
+            error: Exception | None = PlanningError(short) if short else None
+        except (WorkspaceError, PlanningError) as exc:
+            error = exc
+        if error is None:
+            return True
+        self.failed_motions.append({"call": self._motion_calls, "tool": tool, "error": type(error).__name__,
+                                    "text": str(error)[:300]})
+        if self.motion_failure == "raise":
+            raise error
+        self.notes.append(f"{tool} failed and returned False: {error}")
+        return False
 
     # ------------------------------------------------------------------------------------------------ helpers
 
@@ -363,13 +401,13 @@ class RobotTools(ToolAPI):
         poses = [Pose((x + dx, y + dy, release + hang), tool.orientation) for x, y in spots[:PLACE_CANDIDATES]]
         # The best spot by the boxes alone can put the fingers into a wall the boxes place a few millimetres off
         # (a perceived drawer): take the first spot whose pose the arm reaches without collision, as a planner
-        # would; with none, the best one, whose motion then fails with its reason.
+        # would; with none, the best one, whose motion then fails with its reason (a pose outside the workspace
+        # too: the public parse_place_pose only computes a pose, the motion to it is what fails).
         if len(poses) > 1:
             for pose in poses:
                 if not self.backend.workspace.violation(np.array(pose.position)) and \
                         self.backend.reachable(pose, frozenset()):
                     return pose
-        self._reachable(poses[0], "the place pose")
         return poses[0]
 
     # ------------------------------------------------------------------------------------------------ motion
@@ -403,22 +441,35 @@ class RobotTools(ToolAPI):
                     out |= {joint.part, joint.handle}
         return frozenset(out)
 
-    def grasp(self, grasp_pose: Pose) -> None:
+    def grasp(self, grasp_pose: Pose) -> bool:
         pose = check_pose(grasp_pose, "grasp_pose")
         approach = grasps.approach_of(pose)
         pre = Pose(tuple(float(v) for v in np.array(pose.position) - PRE_GRASP_M * approach), pose.orientation)
-        self._reachable(pose, "the grasp pose")
-        self._reachable(pre, "the pre-grasp pose")
-        fraction, problem = self.backend.approach(pre, pose, self._touching(np.array(pose.position)))
-        if fraction < 0.999:
-            self.notes.append(f"grasp's approach stopped after {fraction:.0%} of the path: {problem}")
 
-    def move_to_pose(self, pose: Pose) -> None:
+        def run() -> str | None:
+            self._reachable(pose, "the grasp pose")
+            self._reachable(pre, "the pre-grasp pose")
+            fraction, problem = self.backend.approach(pre, pose, self._touching(np.array(pose.position)))
+            if fraction >= 0.999:
+                return None
+            text = f"grasp's approach stopped after {fraction:.0%} of the path: {problem}"
+            if fraction > APPROACH_DONE:
+                self.notes.append(text)
+                return None
+            return text
+
+        return self._motion("grasp", run)
+
+    def move_to_pose(self, pose: Pose) -> bool:
         target = check_pose(pose)
-        self._reachable(target, "move_to_pose")
-        self.backend.move_to(target)
 
-    def move_in_direction(self, axis: np.ndarray, distance: float) -> None:
+        def run() -> None:
+            self._reachable(target, "move_to_pose")
+            self.backend.move_to(target)
+
+        return self._motion("move_to_pose", run)
+
+    def move_in_direction(self, axis: np.ndarray, distance: float) -> bool:
         direction = _finite(axis, 3, "axis")
         norm = float(np.linalg.norm(direction))
         if norm < 1e-9:
@@ -426,8 +477,12 @@ class RobotTools(ToolAPI):
         length = _number(distance, "distance", -MAX_STRAIGHT_M, MAX_STRAIGHT_M)
         tool = self.backend.tool_pose()
         target = Pose(tuple(float(v) for v in np.array(tool.position) + direction / norm * length), tool.orientation)
-        self._reachable(target, "move_in_direction")
-        self._cartesian([target], "move_in_direction")
+
+        def run() -> None:
+            self._reachable(target, "move_in_direction")
+            self._cartesian([target], "move_in_direction")
+
+        return self._motion("move_in_direction", run)
 
     def generate_arc_path_around_joint(self, current_pose: Pose, joint_axis: np.ndarray, joint_position: np.ndarray,
                                        n: int, angle: float) -> list[Pose]:
@@ -448,18 +503,22 @@ class RobotTools(ToolAPI):
             out.append(Pose(tuple(float(v) for v in position), tuple(float(v) for v in orientation)))
         return out
 
-    def follow_path(self, path: list[Pose]) -> None:
+    def follow_path(self, path: list[Pose]) -> bool:
         if not isinstance(path, (list, tuple)) or not path:
             raise ToolArgumentError("path must be a non-empty list of Pose")
         if len(path) > MAX_WAYPOINTS:
             raise ToolArgumentError(f"path has {len(path)} poses; at most {MAX_WAYPOINTS}")
         poses = [check_pose(p, f"path[{i}]") for i, p in enumerate(path)]
-        for i, pose in enumerate(poses):
-            self._reachable(pose, f"follow_path (waypoint {i})")
-        self._cartesian(poses, "follow_path")
+
+        def run() -> None:
+            for i, pose in enumerate(poses):
+                self._reachable(pose, f"follow_path (waypoint {i})")
+            self._cartesian(poses, "follow_path")
+
+        return self._motion("follow_path", run)
 
     def get_gripper_pose(self) -> Pose:
         return self.backend.tool_pose()
 
-    def reset_to_default_pose(self) -> None:
-        self.backend.go_home()
+    def reset_to_default_pose(self) -> bool:
+        return self._motion("reset_to_default_pose", self.backend.go_home)

@@ -177,7 +177,7 @@ def test_a_detector_that_finds_nothing_ends_the_repeat_as_a_robot_failure(tasks)
     finally:
         runner.backend.close()
     repeat = result["repeats"][0]
-    assert repeat["status"] == "robot_error" and repeat["grammatical"]
+    assert repeat["status"] == "robot_error" and not repeat["grammatical"]
     assert "ObjectNotFound" in repeat["error"] and "apple" in repeat["error"]
 
 
@@ -195,8 +195,11 @@ def test_without_the_self_filter_the_arm_is_in_the_scene_and_every_motion_is_ref
                                    PipelineParams.model_validate({"fusion": {"self_filter": False}}))
     tools = RobotTools(sim, perception)
     tools.detect_objects(["apple"])
+    assert tools.reset_to_default_pose() is False  # the public contract: a failed motion returns False
+    assert "motion refused: the robot's current state collides" in tools.failed_motions[-1]["text"]
+    strict = RobotTools(sim, perception, motion_failure="raise")
     with pytest.raises(PlanningError, match="motion refused: the robot's current state collides"):
-        tools.reset_to_default_pose()
+        strict.reset_to_default_pose()
     sim.reset(0)
 
 

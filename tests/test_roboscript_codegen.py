@@ -103,7 +103,7 @@ def test_sub_agent_example_calls_are_dropped_from_helper_code():
 
 def test_prompts_follow_the_papers_three_sections():
     messages = main_messages("objects = [table, apple]\nTask: Pick up the apple.", n_examples=10)
-    assert messages[0]["role"] == "system" and "def grasp(grasp_pose: Pose) -> None:" in messages[0]["content"]
+    assert messages[0]["role"] == "system" and "def grasp(grasp_pose: Pose) -> bool:" in messages[0]["content"]
     assert [m["role"] for m in messages[1:21]] == ["user", "assistant"] * 10
     assert messages[-1]["content"].endswith("Task: Pick up the apple.")
     assert len(main_messages("q", n_examples=3)) == 1 + 6 + 1

@@ -4,9 +4,11 @@ thresholds, strictness, what a raised repeat and a repeat that never ran count."
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from robot.contract.geometry import Box
+from robot.contract.outcomes import GRAMMATICAL, STATUSES, is_grammatical
 from robot.contract.items import EvalItem, TabletopState, check_item
 from tasks.roboscript.eval.scoring import repeat_scores, summary, task_metrics
 
@@ -93,6 +95,17 @@ def test_position_is_the_3d_distance_to_where_the_other_object_started(dx, dz, h
     assert result.ok is holds, result.detail
 
 
+def test_position_is_measured_from_the_models_base_as_the_public_world_files_place_origins():
+    """A tall apple (8 cm) put 9.6 cm from where a flat banana (2 cm) stood: 0.096 m between the bases, the public
+    origins; the box centres would be 0.1006 m apart (3 cm of height difference) and fail."""
+    start = {"apple": Box(0.5, 0.3, 0.75, 0.58, 0.38, 0.83), "banana": Box(0.5, -0.3, 0.75, 0.58, -0.22, 0.77)}
+    now = dict(start, apple=Box(0.5, -0.204, 0.75, 0.58, -0.124, 0.83))
+    result = _check(EvalItem("near_start", "apple", of="banana"), now, start)
+    assert result.ok and "0.096 m" in result.detail, result.detail
+    higher = dict(now, apple=Box(0.5, -0.204, 0.80, 0.58, -0.124, 0.88))  # the same, 5 cm up: 0.108 m
+    assert not _check(EvalItem("near_start", "apple", of="banana"), higher, start).ok
+
+
 # ------------------------------------------------------------------------------------------------ metrics
 
 
@@ -107,7 +120,8 @@ def _result(*repeats: dict) -> dict:
 def test_a_repeat_that_raised_counts_zero_even_for_the_steps_it_finished():
     assert repeat_scores(_repeat("ok", [True, False]), 2) == (1, 0.5, 0)
     assert repeat_scores(_repeat("code_error", [True, True]), 2) == (0, 0.0, 0)
-    assert repeat_scores(_repeat("robot_error", [True, False]), 2) == (0, 0.0, 0)  # a failed motion raised
+    # a failed motion raised (the ``motion_failure: raise`` option): an exception reached exec, as publicly
+    assert repeat_scores(_repeat("robot_error", [True, False]), 2) == (0, 0.0, 0)
 
 
 def test_grammar_is_any_clean_repeat_and_the_ratios_divide_by_the_repeats_asked_for():
@@ -119,6 +133,9 @@ def test_grammar_is_any_clean_repeat_and_the_ratios_divide_by_the_repeats_asked_
     assert metrics["finished_whole_task"] == pytest.approx(1 / 5)
     assert metrics["statuses"] == {"code_error": 1, "not_run": 1, "ok": 2, "timeout": 1}
     assert metrics["repeats"] == 5 and metrics["repeats_run"] == 4
+    assert metrics["failed_motions"] == 0
+    moved = _repeat("ok", [True, True]) | {"failed_motions": [{"call": 2, "tool": "grasp"}, {"call": 5, "tool": "grasp"}]}
+    assert task_metrics(_result(moved, _repeat("ok", [True, True])), 2)["failed_motions"] == 2
 
 
 def test_no_clean_repeat_means_not_grammatical_and_a_task_nobody_ran_scores_zero():
@@ -136,6 +153,48 @@ def test_no_clean_repeat_means_not_grammatical_and_a_task_nobody_ran_scores_zero
 def test_a_repeat_with_the_wrong_number_of_items_is_an_error():
     with pytest.raises(ValueError, match="1 item result"):
         repeat_scores(_repeat("ok", [True]), 2)
+
+
+def test_outcomes_and_the_scoring_share_one_definition_of_a_grammatical_repeat():
+    from robot.sandbox.host import Outcome
+
+    assert GRAMMATICAL == ("ok",)
+    for status in STATUSES:
+        grammar, _, _ = repeat_scores(_repeat(status, [True]), 1)
+        assert bool(grammar) == is_grammatical(status) == Outcome(status).grammatical, status
+    with pytest.raises(ValueError, match="unknown repeat status 'fine'"):
+        repeat_scores(_repeat("fine", [True]), 1)
+
+
+def _public_table(per_repeat: list[tuple[int, list[int]] | None], repeat_times: int) -> dict:
+    """print_table.py's ``fill_df_from_json_files`` restated for one query: each repeat the evaluator wrote is
+    (grammer_correctness, eval_items_results); a repeat that raised is never written (None), nor one never run."""
+    grammar, steps, whole = [], [], []
+    for k in range(repeat_times):
+        entry = per_repeat[k] if k < len(per_repeat) else None
+        if entry is None:
+            grammar.append(0), steps.append(0), whole.append(0)
+        else:
+            grammar.append(entry[0]), steps.append(np.mean(entry[1])), whole.append(np.all(entry[1]).astype(int))
+    return {"grammar_correct": bool(np.any(grammar)), "semantic_correct": bool(np.any(whole)),
+            "finished_steps_ratio": float(np.mean(steps)), "finished_whole_task": float(np.mean(whole))}
+
+
+def test_the_four_metrics_are_the_public_print_table_arithmetic_on_random_repeats():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n_items, asked = int(rng.integers(1, 5)), int(rng.integers(1, 8))
+        ran = int(rng.integers(0, asked + 1))
+        repeats = [_repeat(str(rng.choice(STATUSES)) if rng.random() < 0.4 else "ok",
+                           [bool(b) for b in rng.random(n_items) < 0.6]) for _ in range(ran)]
+        # the public evaluator writes a repeat only when exec raised nothing, with grammer_correctness 1
+        public = [(1, [int(i["ok"]) for i in r["items"]]) if r["status"] == "ok" else None for r in repeats]
+        ours = task_metrics(_result(*repeats), n_items, repeats=asked)
+        expected = _public_table(public, asked)
+        assert ours["grammar_correct"] == expected["grammar_correct"]
+        assert ours["semantic_correct"] == expected["semantic_correct"]
+        assert ours["finished_steps_ratio"] == pytest.approx(expected["finished_steps_ratio"], abs=5e-5)
+        assert ours["finished_whole_task"] == pytest.approx(expected["finished_whole_task"], abs=5e-5)
 
 
 def _repeats_of(outcomes: list[tuple[str, list[bool]]]) -> dict:

@@ -54,6 +54,46 @@ move_to_pose(gripper_pose)
 reset_to_default_pose()
 """
 
+# Written for this test in the public text few-shots' style (message_tabletop_text_few_shot.py): names from
+# get_object_name_list, positions saved before moving, a list as a direction, move_in_direction(direction,
+# distance=...), the motion tools' True/False checked the way the public code may check it, a place pose nudged
+# field by field. The first place target lies beyond the arm's reach: publicly move_to_pose returns False and the
+# script goes on -- here too, so the repeat stays grammatical and is scored on its final state.
+PUBLIC_STYLE_FRUITS = """\
+# Detailed planning:
+# Step 1: Find the fruits on the table and the white plate
+# Step 2: For each fruit, grasp it, lift it, and move it over the plate
+# Step 3: Release the fruit on the plate
+objects = get_object_name_list()
+fruits = [name for name in objects if name in ['apple', 'banana', 'orange']]
+plate_position = get_object_center_position('white_ceramic_plate')
+failed = []
+for fruit in fruits:
+    # Grasp the fruit
+    open_gripper()
+    grasp_pose = parse_adaptive_shape_grasp_pose(object_name=fruit)
+    if not grasp(grasp_pose):
+        failed.append('grasp ' + fruit)
+    close_gripper()
+    attach_object(fruit)
+    # Lift the fruit
+    direction = [0, 0, 1]  # (x, y, z)
+    move_in_direction(direction, distance=0.1)
+    # A first try far beyond the table: the robot cannot get there, the code goes on
+    far_pose = parse_place_pose(object_name=fruit, position=plate_position + np.array([1.5, 0.0, 0.0]))
+    if not move_to_pose(far_pose):
+        failed.append('far ' + fruit)
+    # Move the fruit over the plate and release it
+    place_pose = parse_place_pose(object_name=fruit, receptacle_name='white_ceramic_plate')
+    place_pose.position.z += 0.01
+    if not move_to_pose(place_pose):
+        failed.append('place ' + fruit)
+    open_gripper()
+    detach_object(fruit)
+    reset_to_default_pose()
+print(failed)
+"""
+
 
 def test_the_public_keywords_are_part_of_the_signatures():
     assert TOOL_SPECS["get_object_joint_info"].param_names[:3] == ("object_name", "position", "type")
@@ -126,3 +166,35 @@ def test_approach_direction_steers_a_horizontal_grasp(tasks):
             tools.parse_adaptive_shape_grasp_pose("brown_ceramic_cup", description=3)
     finally:
         backend.close()
+
+
+@pytest.mark.sim
+def test_public_style_code_that_meets_a_failed_motion_goes_on_and_scores_as_publicly(tasks):
+    """A motion the robot cannot carry out returns False (the public contract, the default): the code checks it and
+    goes on, the repeat ends ``ok`` -- grammatical, evaluated on its final state -- and the result lists the failed
+    motions; under ``motion_failure: raise`` the same code ends at the first one and scores 0, as a snippet that
+    raised does in the public evaluator."""
+    from robot.backends import create_backend
+    from robot.episode import EpisodeRunner
+
+    task = tasks["Hard_0"]
+    assert DEFAULT_POLICY.check(PUBLIC_STYLE_FRUITS).ok
+    runner = EpisodeRunner(create_backend("sim", arm="panda"), "public-api")
+    try:
+        result = runner.run(goal(task, PUBLIC_STYLE_FRUITS, repeats=1))
+        strict = runner.run(goal(task, PUBLIC_STYLE_FRUITS, repeats=1, motion_failure="raise"))
+    finally:
+        runner.backend.close()
+    repeat = result["repeats"][0]
+    assert repeat["status"] == "ok" and repeat["grammatical"], repeat["error"]
+    fruits = [n for n in task.world.object_names() if n in ("apple", "banana", "orange")]
+    assert repeat["stdout"].strip() == str([f"far {f}" for f in fruits])
+    assert [m["tool"] for m in repeat["failed_motions"]] == ["move_to_pose"] * len(fruits)
+    metrics = task_metrics(result, len(task.evaluation))
+    assert metrics["grammar_correct"] and metrics["finished_whole_task"] == 1.0, repeat["items"]
+    raised = strict["repeats"][0]
+    assert raised["status"] == "robot_error" and "WorkspaceError" in raised["error"]
+    assert len(raised["failed_motions"]) == 1
+    assert task_metrics(strict, len(task.evaluation)) | {"statuses": None, "repeats": None} == {
+        "grammar_correct": False, "semantic_correct": False, "finished_steps_ratio": 0.0, "finished_whole_task": 0.0,
+        "repeats": None, "repeats_run": 1, "statuses": None, "error": None, "failed_motions": 1}

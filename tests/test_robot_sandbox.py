@@ -87,11 +87,12 @@ def test_errors_are_classified_as_the_paper_counts_them():
     assert bad_name.status == "code_error" and "ToolArgumentError" in bad_name.error and "line 1" in bad_name.error
     crash = run_code("x = [1, 2][5]", FakeTools(), LIMITS)
     assert crash.status == "code_error" and "IndexError" in crash.error
-    # A robot that refuses a well-formed request is a robot error: the code stays grammatical.
+    # A robot error that reaches the code ends the repeat robot_error; an exception reached exec, so the public
+    # evaluator would not count it grammatical (robot/contract/outcomes.py).
     tools = FakeTools()
     tools.get_gripper_pose = lambda: Pose((2.0, 0.0, 1.0))  # type: ignore[method-assign]
     outcome = run_code("move_to_pose(get_gripper_pose())", tools, LIMITS)
-    assert outcome.status == "robot_error" and outcome.grammatical and "WorkspaceError" in outcome.error
+    assert outcome.status == "robot_error" and not outcome.grammatical and "WorkspaceError" in outcome.error
     caught = run_code("try:\n    move_to_pose(get_gripper_pose())\nexcept Exception:\n    print('handled')",
                       tools, LIMITS)
     assert caught.status == "ok" and caught.stdout.strip() == "handled"

@@ -196,7 +196,7 @@ def test_statuses_are_decided_as_before(host):
     assert crash.status == "code_error" and "IndexError" in crash.error
     far = "move_to_pose(parse_place_pose('apple', position=np.array([2.0, 0.0, 1.0])))"
     out = run_code(far, robot, LIMITS, host=host)
-    assert out.status == "robot_error" and out.grammatical and "WorkspaceError" in out.error and "line 1" in out.error
+    assert out.status == "robot_error" and not out.grammatical and "WorkspaceError" in out.error and "line 1" in out.error
     caught = run_code(f"try:\n    {far}\nexcept Exception:\n    print('handled')", robot, LIMITS, host=host)
     assert caught.status == "ok" and caught.stdout == "handled\n"
     rethrown = run_code(f"try:\n    {far}\nexcept Exception as e:\n    err = e\nopen_gripper()\nraise err", robot,

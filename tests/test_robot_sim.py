@@ -63,17 +63,30 @@ def test_workspace_limits_refuse_an_out_of_range_pose_before_moving(runner, task
     backend.load_world(tasks["Simple_0"].world)
     runner._world_key = None
     backend.reset(0)
-    tools = RobotTools(backend, create_perception("ground_truth", backend, NoiseParams(), 0))
+    perception = create_perception("ground_truth", backend, NoiseParams(), 0)
+    strict = RobotTools(backend, perception, motion_failure="raise")
+    tools = RobotTools(backend, perception)  # the default: the public contract, a failed motion returns False
     before = backend.q()
     down = (1.0, 0.0, 0.0, 0.0)
-    for position, words in (((1.5, 0.0, 1.0), "x = 1.500"), ((0.4, 0.0, 2.0), "z = 2.000"),
-                            ((0.75, 0.75, 1.0), "beyond its reach")):
+    far = (((1.5, 0.0, 1.0), "x = 1.500"), ((0.4, 0.0, 2.0), "z = 2.000"), ((0.75, 0.75, 1.0), "beyond its reach"))
+    for position, words in far:
         with pytest.raises(WorkspaceError, match=words):
-            tools.move_to_pose(Pose(position, down))
+            strict.move_to_pose(Pose(position, down))
+        assert tools.move_to_pose(Pose(position, down)) is False
+        assert words in tools.failed_motions[-1]["text"] and tools.failed_motions[-1]["error"] == "WorkspaceError"
     with pytest.raises(WorkspaceError):
-        tools.move_in_direction(np.array([0.0, 0.0, 1.0]), 0.9)
+        strict.move_in_direction(np.array([0.0, 0.0, 1.0]), 0.9)
+    assert tools.move_in_direction(np.array([0.0, 0.0, 1.0]), 0.9) is False
+    assert [(m["call"], m["tool"]) for m in tools.failed_motions] == [(1, "move_to_pose"), (2, "move_to_pose"),
+                                                                      (3, "move_to_pose"), (4, "move_in_direction")]
+    assert len(strict.failed_motions) == 4  # raised, and recorded all the same
     assert np.allclose(backend.q(), before)  # refused before planning: the arm never moved
-    tools.move_to_pose(Pose((0.45, -0.1, 1.0), down))  # inside: it moves
+    with pytest.raises(ToolArgumentError):  # a bad argument is the code's fault in either mode: it raises
+        tools.move_in_direction(np.array([0.0, 0.0, 0.0]), 0.1)
+    with pytest.raises(ValueError, match="motion_failure"):
+        RobotTools(backend, perception, motion_failure="ignore")
+    assert tools.move_to_pose(Pose((0.45, -0.1, 1.0), down)) is True  # inside: it moves
+    assert len(tools.failed_motions) == 4
     assert np.linalg.norm(np.subtract(backend.tool_pose().position, (0.45, -0.1, 1.0))) < 0.01
 
 
@@ -207,3 +220,22 @@ def test_cabinet_door_swings_open_along_an_arc_about_its_hinge(catalog):
         assert backend.joint_states()[2].value > 0.2  # swung out towards the robot (radians)
     finally:
         backend.close()
+
+
+FAILED_MOTION_THEN_PLACE = """
+move_to_pose(parse_place_pose('apple', position=np.array([1.5, 0.0, 0.9])))
+""" + SIMPLE_0
+
+
+def test_a_failed_motion_returns_false_the_code_goes_on_and_the_repeat_is_scored_on_its_final_state(runner, tasks):
+    task = tasks["Simple_0"]
+    ok = runner.run(goal(task, FAILED_MOTION_THEN_PLACE, repeats=1))["repeats"][0]
+    assert ok["status"] == "ok" and ok["grammatical"] and ok["success"], ok["error"]
+    assert [(m["call"], m["tool"], m["error"]) for m in ok["failed_motions"]] == [(1, "move_to_pose",
+                                                                                  "WorkspaceError")]
+    strict = runner.run(goal(task, FAILED_MOTION_THEN_PLACE, repeats=1, motion_failure="raise"))["repeats"][0]
+    assert strict["status"] == "robot_error" and not strict["grammatical"] and not strict["success"]
+    assert strict["failed_motions"] == ok["failed_motions"]
+    assert task_metrics({"ok": True, "repeats": [strict]}, 1)["grammar_correct"] is False
+    with pytest.raises(GoalError, match="motion_failure"):
+        parse_goal(json.dumps({"world": task.world.to_json(), "code": "", "motion_failure": "ignore"}))

@@ -331,29 +331,40 @@ class ToolAPI(ABC):
         """
 
     @tool("motion")
-    def grasp(self, grasp_pose: Pose) -> None:
+    def grasp(self, grasp_pose: Pose) -> bool:
         """Move to a pre-grasp pose 0.1 m back along the gripper's approach direction, then straight to the grasp
         pose. Does not close the gripper.
 
         Args:
             grasp_pose: Pose from one of the parse_*_grasp_pose tools.
+
+        Returns:
+            True when the gripper reached the grasp pose; False when the motion could not be planned or executed
+            (the arm stays where it stopped and the code goes on).
         """
 
     @tool("motion")
-    def move_to_pose(self, pose: Pose) -> None:
+    def move_to_pose(self, pose: Pose) -> bool:
         """Plan a collision-free motion of the gripper to a pose and execute it.
 
         Args:
             pose: target Pose of the gripper.
+
+        Returns:
+            True on success; False when no motion could be planned or executed (the arm does not move).
         """
 
     @tool("motion")
-    def move_in_direction(self, axis: np.ndarray, distance: float) -> None:
+    def move_in_direction(self, axis: np.ndarray, distance: float) -> bool:
         """Move the gripper along a straight line. A joint axis or a plane normal makes a good direction.
 
         Args:
             axis: np.ndarray [x, y, z], the direction (it is normalised).
             distance: length of the motion in metres.
+
+        Returns:
+            True when the gripper moved (possibly stopping short where the path is blocked); False when the line
+            cannot be started.
         """
 
     @tool("motion")
@@ -373,11 +384,15 @@ class ToolAPI(ABC):
         """
 
     @tool("motion")
-    def follow_path(self, path: list[Pose]) -> None:
+    def follow_path(self, path: list[Pose]) -> bool:
         """Move the gripper through a list of poses along a Cartesian path.
 
         Args:
             path: list of Pose, e.g. from generate_arc_path_around_joint.
+
+        Returns:
+            True when the gripper moved (possibly stopping short where the path is blocked); False when the path
+            cannot be started.
         """
 
     @tool("motion")
@@ -389,8 +404,9 @@ class ToolAPI(ABC):
         """
 
     @tool("motion")
-    def reset_to_default_pose(self) -> None:
-        """Move the arm back to its default pose above the table, out of the camera views. No arguments."""
+    def reset_to_default_pose(self) -> bool:
+        """Move the arm back to its default pose above the table, out of the camera views. No arguments.
+        Returns True on success, False when no motion could be planned."""
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ cannot work; everything else stays, and every episode warns. ``auto`` refuses to
 Statuses: ``ok``, ``robot_error`` (a tool raised RobotError, and that exception, never caught by the snippet, ended
 it), ``code_error`` (an exception from the code itself, a
 ToolArgumentError or a sandbox violation), ``refused``, ``timeout``, ``memory``, ``crashed`` (the child died or
-broke the protocol), ``cancelled``. The first two count as grammatically correct.
+broke the protocol), ``cancelled``. Only ``ok`` counts as grammatically correct (``robot.contract.outcomes``, as the
+public evaluator evaluates only code that ran without raising); by default a failed motion returns False and does
+not raise, so ``robot_error`` comes only from other robot failures or under ``motion_failure: raise``.
 """
 
 from robot.sandbox.host import (

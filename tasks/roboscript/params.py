@@ -147,6 +147,10 @@ class RobotEvalParams(Strict):
     namespaces and refuse to start where bubblewrap cannot create them; none runs it without namespaces (the
     restricted compiler, uid 65534, rlimits and seccomp still apply) and warns on every episode. Goals carry it:
     a runner without namespaces refuses a goal that asks for auto or bwrap."""
+    motion_failure: Literal["return_false", "raise"] = "return_false"
+    """What a motion tool does when the robot cannot plan or execute it (robot/contract/outcomes.py):
+    return_false -- the public RoboScript contract: it returns False, the code goes on and the repeat is scored on
+    the final state; raise -- it raises RobotError, the repeat ends robot_error and scores 0 (stricter)."""
     seed: int = 0
     shapes: ShapesParams = ShapesParams()
     ablation: AblationParams = AblationParams()
@@ -157,7 +161,7 @@ class RobotEvalParams(Strict):
         return {"perception": self.perception, "noise": self.noise.model_dump(),
                 "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
                 "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb,
-                "isolation": self.isolation}
+                "isolation": self.isolation, "motion_failure": self.motion_failure}
 
     @field_validator("backend")
     @classmethod

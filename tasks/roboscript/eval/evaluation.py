@@ -260,13 +260,14 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
             "error": metrics["error"], "code": code.code if code else None,
             "code_check_ok": code.check_ok if code else None, "code_check_reasons": list(code.reasons) if code else [],
             "repeats": [{"status": r["status"], "success": r["success"], "error": r["error"],
-                         "items": r["items"], "steps": r["steps"]}
+                         "items": r["items"], "steps": r["steps"], "failed_motions": r.get("failed_motions", [])}
                         for r in (result or {}).get("repeats", [])]}
         ran[task.id] = {"runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
                         "runner_errors": (result or {}).get("runner_errors", []),
                         "repeat_wall_s": [r.get("wall_s") for r in (result or {}).get("repeats", [])]}
     settings = {"repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
-                "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "runners": len(pool_info["runners"])}
+                "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "motion_failure": ep.motion_failure,
+                "runners": len(pool_info["runners"])}
     report = {"model": model, "kind": coder_kind(model), "settings": settings,
               "summary": summary(per_task) | {"ci95": intervals(units)}, "tasks": per_task}
     details = {"model": model, "tasks": details, "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
@@ -347,7 +348,7 @@ def mlflow_fields(report: dict, params) -> tuple[dict, dict]:
     run_params = {"model": report["model"], "llm_backend": params.llm.backend, "code": ep.code,
                   "repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                   "runners": report["settings"]["runners"], "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,
-                  "tasks": ",".join(report["tasks"])}
+                  "motion_failure": ep.motion_failure, "tasks": ",".join(report["tasks"])}
     return run_params, tags
 
 

@@ -10,9 +10,11 @@ github.com/SgtVincent/RoboScript), restated:
 
 * a repeat that **raised** (the public evaluator's ``exec`` raised, evaluator.py l. 108-113) is not evaluated at all:
   it counts 0 for grammar, 0 finished steps and 0 for the whole task -- steps it finished before the exception count
-  for nothing. Here that is every repeat whose status is not ``ok``: an exception of the code, a refused snippet, a
-  time-out, the memory limit, a crash, and also a robot failure (``robot_error``: unreachable, blocked, no plan),
-  because our tools raise where the public motion tools return False (see docs/robot.md, "Scoring");
+  for nothing. Here that is every repeat whose status is not grammatical (``robot.contract.outcomes``, the one
+  definition the sandbox uses too): an exception of the code, a refused snippet, a time-out, the memory limit, a
+  crash, and a robot failure that raised (``robot_error``). A motion the robot cannot carry out returns False by
+  default, as the public motion tools do, so it leaves the repeat ``ok`` and scored on its final state; only the
+  ``motion_failure: raise`` option turns it into ``robot_error`` (see docs/robot.md, "Scoring");
 * a repeat that **never ran** counts 0 as well: the denominator is always the number of repeats asked for (l. 28-40:
   a query whose code could not be generated gets ``repeat_times`` zeros);
 * **grammar correctness** = at least one repeat ran without an exception (``np.any``, l. 48);
@@ -32,19 +34,18 @@ from typing import Any
 import yaml
 
 from core.errors import DataError
+from robot.contract.outcomes import is_grammatical
 from tasks import stats
 
 METRICS = ("grammar_correct", "semantic_correct", "finished_steps_ratio", "finished_whole_task")
 METRIC_LABELS = {"grammar_correct": "grammar correctness", "semantic_correct": "semantic correctness",
                  "finished_steps_ratio": "finished steps ratio", "finished_whole_task": "finished whole task"}
-CLEAN = "ok"
-"""The only repeat status the public evaluator goes on to evaluate: the code ran to its end without raising."""
 
 
 def repeat_scores(repeat: dict, n_items: int) -> tuple[int, float, int]:
     """(grammar_k, steps_k, whole_k) of one repeat: all 0 when it raised, else 1, the share of items held and whether
     all of them held."""
-    if repeat.get("status") != CLEAN:
+    if not is_grammatical(repeat.get("status", "")):
         return 0, 0.0, 0
     held = [bool(i["ok"]) for i in repeat.get("items") or []]
     if n_items and len(held) != n_items:
@@ -73,6 +74,7 @@ def task_metrics(result: dict | None, n_items: int, repeats: int | None = None) 
         "repeats": n,
         "repeats_run": len(ran),
         "statuses": dict(sorted(statuses.items())),
+        "failed_motions": sum(len(r.get("failed_motions") or []) for r in ran),
         "error": error,
     }
 

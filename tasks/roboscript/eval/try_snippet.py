@@ -30,9 +30,9 @@ from robot.sandbox import wire
 from tasks.roboscript.eval import scoring
 
 EXIT_RAN, EXIT_REFUSED, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
-"""0: the code ran (ok, or a robot_error: the robot could not do a well-formed request); 1: the code check refused
+"""0: the code ran to its end (ok; a failed motion returns False and the code goes on); 1: the code check refused
 it; 2: the file, task or settings are unusable (or the sandbox cannot start, or try-snippet itself failed); 3: it
-failed when run (code_error, timeout, memory, crashed)."""
+failed when run (code_error, robot_error under ``motion_failure: raise``, timeout, memory, crashed)."""
 MAX_CODE_BYTES = 200_000
 MAX_CALLS_SHOWN = 200
 
