@@ -27,6 +27,10 @@ from tasks.roboscript.eval import evaluation
 
 STAGE = "ladder-roboscript"
 log = logging.getLogger("embp")
+LADDER_ROWS = ("Our rows are the model ladder (`dvc repro ladder-roboscript`, docs/ladder.md): each local GGUF model, "
+               "served by llama.cpp and asked through the `openai` backend with the project's prompts (greedy), wrote "
+               "the code; `ladder.roboscript.repeats` repeats on the PyBullet sim (the ladder profile: 10). The "
+               "template coder's row is in reports/roboscript/table2.md.")
 
 
 @flow(name=STAGE, task_runner=GOAL_THREADS)
@@ -82,8 +86,8 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
         slog.write(layout.LADDER_REPORTS / "roboscript.json", summary)
         slog.write(layout.LADDER_REPORTS / "roboscript_details.json", all_details)
         slog.write(layout.LADDER_REPORTS / "table2.md",
-                   evaluation.table2(next(iter(reports.values())),
-                                     [evaluation.run_record(r) for r in reports.values()]))
+                   evaluation.table2(next(iter(reports.values())), [evaluation.run_record(r) for r in reports.values()],
+                                     origin=LADDER_ROWS))
         slog.run_facts(llm=speed)
         return {name: r["summary"] for name, r in reports.items()}
 

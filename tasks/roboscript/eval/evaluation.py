@@ -301,9 +301,14 @@ def load_run_records(folder: Path) -> list[dict]:
     return sorted(records, key=lambda r: (-int(r["settings"]["repeats"]), r["model"]))
 
 
-def table2(report: dict, records: list[dict] | None = None) -> str:
+OUR_ROWS = ("Our rows come from `python -m flows.roboscript_eval` on the PyBullet sim (`dvc repro roboscript-eval`: "
+            "the repeats of `roboscript.eval.repeats`, each block says how many; the paper profile: 10).")
+
+
+def table2(report: dict, records: list[dict] | None = None, origin: str = OUR_ROWS) -> str:
     """reports/roboscript/table2.md: our runs (this one and the others kept, e.g. the default run's repeats and the
-    paper profile's 10) beside the paper's published Table II, every block saying what wrote the code."""
+    paper profile's 10) beside the paper's published Table II, every block saying what wrote the code. ``origin``
+    says where our rows come from."""
     records = records if records is not None else [run_record(report)]
     published, header = load_published()
     tasks = list(report["tasks"])
@@ -320,15 +325,16 @@ def table2(report: dict, records: list[dict] | None = None) -> str:
         "",
         "Our runs beside the paper's figures. **published** rows are copied from the paper "
         f"({header['source']}): GPT-4, GPT-3.5-turbo and Gemini-pro writing the code, Franka in Gazebo with "
-        "ground-truth perception, 10 repeats, semantic correctness with a manual check. Our rows come from "
-        "`python -m flows.roboscript_eval` on the PyBullet sim (`dvc repro roboscript-eval`: the repeats of "
-        "`roboscript.eval.repeats`, each block says how many; the paper profile: 10). `rules:template-coder` is the offline backend's rule/template program "
+        f"ground-truth perception, 10 repeats, semantic correctness with a manual check. {origin} "
+        "`rules:template-coder` is the offline backend's rule/template program "
         "(tasks/roboscript/offline_code.py: regular expressions -> code templates), **not an LLM**; it writes its "
         "code from the same prompts, without injected mistakes (`roboscript.eval.offline_noise` is null).",
         "",
         "Metrics and success checks follow the public RoboScript evaluator (docs/robot.md, \"Scoring\"): a repeat "
-        "that raised -- including a failed motion -- counts 0; grammar = any repeat ran without an exception; "
-        "ratios divide by the repeats asked for. Task columns are the Table I names; the public label each follows "
+        "that raised counts 0 (a failed motion returns False and the code goes on, as the public tools do: "
+        "`roboscript.eval.motion_failure`); grammar = any repeat ran without an exception; ratios divide by the "
+        "repeats asked for; the last column is the mean over the tasks with its 95 % bootstrap interval over "
+        "repeats (resampled within each task). Task columns are the Table I names; the public label each follows "
         "is in tasks/roboscript/benchmark_tasks.yaml. The published Moderate_0 / Moderate_1 columns look swapped "
         "relative to Table I (tasks/roboscript/eval/published_table2.yaml).",
     ])
