@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.params import LadderParams, LLMParams, Params
-from tasks.roboscript.eval.scoring import METRICS
 
 SERVER = "llama.cpp"
 
@@ -50,7 +49,6 @@ def ladder_report(reports: dict[str, dict], params: Params) -> dict[str, Any]:
                          "temperature": ladder.temperature, "seed": ladder.seed, "server": SERVER,
                          "server_settings": ladder.serve.model_dump(exclude={"host", "port", "startup_timeout_s"}),
                          "tasks": ladder.roboscript.tasks, "repeats": ladder.roboscript.repeats},
-            "metrics": list(METRICS),
             "models": {name: {k: report[k] for k in ("model", "kind", "summary", "code_checks", "provenance",
                                                        "tasks_of_benchmark", "tasks")}
                        for name, report in reports.items()}}
