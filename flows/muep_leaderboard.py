@@ -15,6 +15,7 @@ from tasks.muep.eval.runs import EXPERIMENT, read_runs
 from tasks.params import load_params
 from tasks.progress import StageLog
 from tasks.roboscript.eval import leaderboard as robot_leaderboard
+from tasks.viewer import pages as viewer
 
 STAGE = "muep-leaderboard"
 log = logging.getLogger("embp")
@@ -39,7 +40,7 @@ def build_leaderboard(params_file: str | None = None, all_versions: bool = False
         slog.read(uri, f"{len(runs)} finished runs of {name}")
         board = leaderboard.build(runs, all_versions=all_versions)
         source = f"experiment `{name}`"
-        md, page = leaderboard.to_markdown(board, source), leaderboard.to_html(board, source)
+        md, page = leaderboard.to_markdown(board, source), leaderboard.to_html(board, source, episode_links(board))
         robot_name = f"{params.tracking.experiment_prefix}/{robot_leaderboard.EXPERIMENT}"
         robot_section = robot_leaderboard.section_markdown(client, robot_name)
         if robot_section:  # the RoboScript table joins the same page when its evaluation has run
@@ -50,6 +51,19 @@ def build_leaderboard(params_file: str | None = None, all_versions: bool = False
         for target, text in ((layout.LEADERBOARD_MD, md), (layout.LEADERBOARD_HTML, page)):
             slog.write(target, text)
     return board
+
+
+def episode_links(board: leaderboard.Board) -> dict[str, list[tuple[str, str]]]:
+    """Agent label -> (split name, link relative to the leaderboard page) of every episode index the viewer wrote
+    for the board's runs (tasks/viewer; the muep-eval stage writes them). Runs without pages get no link."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    order = {s: i for i, s in enumerate(board.splits)}
+    for run in sorted(board.runs, key=lambda r: (order.get(r.split, 99), r.split)):
+        index = layout.VIEWER / viewer.index_link(run.agent, run.split)
+        if index.exists():
+            href = index.relative_to(layout.LEADERBOARD_HTML.parent).as_posix()
+            out.setdefault(run.label, []).append((leaderboard.SPLIT_TITLES.get(run.split, run.split), href))
+    return out
 
 
 @flow(name=STAGE)

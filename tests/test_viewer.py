@@ -1,0 +1,167 @@
+"""Code tests of the episode viewer (tasks/viewer): MuEP pages from a small real evaluation (the fixture's test
+episodes, played by the oracle and the random agent), the index filters' data, the leaderboard's links, shared
+images, and a replay that does not match its trajectory."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+
+import pytest
+from test_eval_support import build_dataset
+
+from core.errors import DataError
+
+pytestmark = pytest.mark.textworld
+
+AGENTS = (("oracle", "oracle"), ("random", "random"))
+SPLITS = ("seen_test", "unseen_test")
+
+
+@cache
+def evaluate_small():
+    """(runs as the viewer takes them, the specs, the settings): oracle and random on the fixture's 6 test episodes."""
+    from tasks.muep.eval.agents import AgentContext
+    from tasks.muep.eval.episodes import make_batches, select
+    from tasks.muep.eval.harness import EvalSettings, run_batch
+    from tasks.params import EvalParams
+
+    data = build_dataset()
+    specs = select(data.index, list(SPLITS), None, 0)
+    settings = EvalSettings(metadata_dir=str(data.metadata_dir), params=EvalParams(max_steps=12),
+                            context=AgentContext())
+    results = [r for b in make_batches(specs, list(AGENTS), 6) for r in run_batch(b, settings).results]
+    runs = [(name, label, split, [r for r in results if r.agent == label and r.split == split])
+            for name, label in AGENTS for split in SPLITS]
+    return runs, specs, settings
+
+
+def write_leaderboard(root: Path, runs, specs, settings) -> tuple[dict, dict]:
+    """``root/reports``: the viewer and the leaderboard page with the links the muep-leaderboard stage adds."""
+    from flows import muep_leaderboard
+    from tasks.muep import layout
+    from tasks.muep.eval import leaderboard
+    from tasks.muep.eval.runs import RunSummary, split_tallies
+    from tasks.viewer import muep as viewer
+
+    reports = root / "reports"
+    summary, used = viewer.build(reports / "viewer/muep", runs, specs, settings.metadata_of)
+    summaries = []
+    for k, (name, label, split, results) in enumerate(runs):
+        total, by_type = split_tallies(results)
+        summaries.append(RunSummary(f"run{k}", label, name, split, "dvc:x", k, total, by_type))
+    board = leaderboard.build(summaries)
+    saved = layout.VIEWER, layout.LEADERBOARD_HTML
+    layout.VIEWER, layout.LEADERBOARD_HTML = reports / "viewer/muep", reports / "leaderboard.html"
+    try:
+        links = muep_leaderboard.episode_links(board)
+    finally:
+        layout.VIEWER, layout.LEADERBOARD_HTML = saved
+    (reports / "leaderboard.html").write_text(leaderboard.to_html(board, "a test", links))
+    return summary, used
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("viewer")
+    runs, specs, settings = evaluate_small()
+    summary, used = write_leaderboard(root, runs, specs, settings)
+    return root / "reports", runs, summary, used
+
+
+def _data(page: Path) -> dict:
+    text = page.read_text()
+    found = re.search(r'<script id="episode-data" type="application/json">(.*?)</script>', text, re.S)
+    assert found, f"{page} has no episode data"
+    return json.loads(found.group(1))
+
+
+def test_every_episode_has_a_page_and_every_split_an_index(built):
+    reports, runs, summary, _ = built
+    from tasks.viewer.muep import episode_file
+
+    for name, _, split, results in runs:
+        folder = reports / "viewer/muep" / name / split
+        index = (folder / "index.html").read_text()
+        assert len(results) == index.count("data-outcome=")
+        for r in results:
+            assert (folder / episode_file(r)).exists() and episode_file(r) in index
+            assert f'data-end="{r.end_reason}"' in index and f'data-type="{r.task_type}"' in index
+    front = (reports / "viewer/muep/index.html").read_text()
+    assert all(f"{name}/{split}/index.html" in front for name, _, split, _ in runs)
+    assert summary["pages"] == 1 + sum(len(r) + 1 for *_, r in runs)
+
+
+def test_a_page_steps_through_the_trajectory_with_images_goals_and_admissibility(built):
+    reports, runs, _, _ = built
+    from tasks.viewer.muep import episode_file
+
+    _, _, split, results = next(r for r in runs if r[0] == "oracle")
+    oracle = results[0]
+    steps = _data(reports / "viewer/muep/oracle" / split / episode_file(oracle))["steps"]
+    assert len(steps) == len(oracle.steps) + 1
+    assert steps[0]["observation"] == oracle.initial_observation and steps[0]["action"] == "(none yet)"
+    for entry, step in zip(steps[1:], oracle.steps, strict=True):
+        assert entry["action"] == step.action and entry["observation"] == step.observation
+        assert entry["goals"] == f"{step.goals_met} / {oracle.goals_total}"
+        assert "not admissible" not in entry["flags"] and "admissible" in entry["flags"]   # the expert's plan
+        assert entry["image"].startswith("../../images/") and (reports / "viewer/muep" / entry["image"][6:]).exists()
+    assert "ended: the game&#x27;s goal holds: won" in steps[-1]["flags"] and "won" in steps[-1]["cls"]
+
+
+def test_a_failed_episode_says_why_it_ended_and_marks_invalid_actions(built):
+    reports, runs, _, _ = built
+    from tasks.viewer.muep import episode_file, first_loop
+
+    failed = [(split, r) for name, _, split, results in runs if name == "random" for r in results if not r.success]
+    assert failed
+    split, r = failed[0]
+    steps = _data(reports / "viewer/muep/random" / split / episode_file(r))["steps"]
+    assert "ended: the step cap (max_steps) was reached" in steps[-1]["flags"]
+    for entry, step in zip(steps[1:], r.steps, strict=True):
+        assert ("invalid (nothing happened)" in entry["flags"]) == (not step.valid)
+    loop = first_loop(r)
+    if loop is not None:
+        assert "loop rule fires here" in steps[loop]["flags"]
+
+
+def test_images_are_shared_files_not_copies_and_small(built):
+    reports, _, summary, used = built
+    images = list((reports / "viewer/muep/images").glob("*.png"))
+    assert len(images) == summary["images"] == len(set().union(*used.values()))
+    assert all(p.stat().st_size < 12_000 for p in images)
+    pages = list((reports / "viewer/muep").rglob("*.html"))
+    assert not any("data:image" in p.read_text() for p in pages)
+    assert summary["bytes"] < 5_000_000
+
+
+def test_the_leaderboard_links_each_agent_row_to_its_episodes(built):
+    reports, runs, _, _ = built
+    page = (reports / "leaderboard.html").read_text()
+    for name, _, split, _ in runs:
+        assert f"href='viewer/muep/{name}/{split}/index.html'" in page
+
+
+def test_an_artifact_holds_one_splits_pages_and_only_their_images(built, tmp_path):
+    reports, runs, _, used = built
+    from tasks.viewer.muep import stage_artifact
+
+    name, _, split, results = runs[0]
+    out = stage_artifact(reports / "viewer/muep", name, split, used[(name, split)], tmp_path)
+    assert len(list((out / name / split).glob("*.html"))) == len(results) + 1
+    assert {f"images/{p.name}" for p in (out / "images").glob("*.png")} == used[(name, split)]
+
+
+def test_a_replay_that_differs_from_the_trajectory_is_an_error(tmp_path):
+    from tasks.viewer.muep import replay
+    from tasks.viewer.pages import ImageStore
+
+    runs, specs, settings = evaluate_small()
+    result = runs[0][3][0]
+    spec = next(s for s in specs if s.episode_id == result.episode_id)
+    bad = replace(result, steps=(replace(result.steps[0], observation="something else"),) + result.steps[1:])
+    with pytest.raises(DataError, match=r"step 1: replaying .* the trajectory recorded 'something else'"):
+        replay(bad, spec, settings.metadata_of(spec.source), None, ImageStore(tmp_path))
