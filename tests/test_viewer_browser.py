@@ -28,9 +28,13 @@ class Chromium:
         to_chrome_r, self._to_chrome = os.pipe()
         self._from_chrome, from_chrome_w = os.pipe()
 
-        def fds() -> None:  # in the child: the two pipe ends at 3 and 4, as Chromium expects them (dup2 leaves
-            os.dup2(to_chrome_r, 3)  # them inheritable; close_fds would close them again after this hook)
-            os.dup2(from_chrome_w, 4)
+        def fds() -> None:
+            """In the child: the two pipe ends at fds 3 and 4, as Chromium expects them, inheritable (copied first:
+            either may be 3 or 4 already, and dup2 onto itself would keep its close-on-exec flag). close_fds stays
+            off, as it would close them again after this hook."""
+            ends = os.dup(to_chrome_r), os.dup(from_chrome_w)
+            os.dup2(ends[0], 3)
+            os.dup2(ends[1], 4)
 
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless=new", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",

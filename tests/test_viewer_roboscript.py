@@ -4,9 +4,11 @@ after from eval_details.json."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
+import pytest
 
 from robot.contract.tool_api import Pose
 from robot.errors import ToolArgumentError
@@ -40,3 +42,56 @@ def test_the_sandbox_records_each_call_with_its_line_arguments_and_result():
     assert third["args"] == "object_name='pear'" and not third["ok"] and "no object named 'pear'" in third["error"]
     assert [c["step"] for c in outcome.calls] == [1, 2, 3]
     assert not any(re.search(r"(^t$|_s$|time)", k) for c in outcome.calls for k in c)  # a DVC output's content
+
+
+def _episode_data(page) -> dict:
+    found = re.search(r'<script id="episode-data" type="application/json">(.*?)</script>', page.read_text(), re.S)
+    assert found, page
+    return json.loads(found.group(1))
+
+
+@pytest.mark.sim
+def test_a_simulated_episode_becomes_pages_with_code_calls_items_and_top_views(tasks, tmp_path):
+    """Simple_0's verified code on the PyBullet sim, plus a snippet that raises, through build_report's details."""
+    from robot.backends import create_backend
+    from robot.episode import EpisodeRunner
+    from robot_goals import SIMPLE_0, request
+    from tasks.roboscript.eval.evaluation import TaskCode, build_report
+    from tasks.roboscript.params import RobotEvalParams
+    from robot.episode import parse_goal
+    from tasks.viewer import roboscript as viewer
+
+    task = tasks["Simple_0"]
+    broken = "detect_objects(object_list=['apple'])\ngrasp_pose = parse_central_lift_grasp_pose(object_name='plum')\n"
+    runner = EpisodeRunner(create_backend("sim", arm="panda"), "viewer-test")
+    try:
+        result = runner.run(parse_goal(json.dumps(request(task, SIMPLE_0, repeats=1))))
+        failed = runner.run(parse_goal(json.dumps(request(task, broken, repeats=1))))
+    finally:
+        runner.backend.close()
+    result["repeats"].append(failed["repeats"][0])
+    codes = {"Simple_0": TaskCode("Simple_0", SIMPLE_0, True, (), "test")}
+    ep = RobotEvalParams(repeats=2)
+    _, details, _ = build_report([task], codes, {"Simple_0": result}, "rules:template-coder", ep,
+                                 {"runners": ["/r1"]})
+    repeat = details["tasks"]["Simple_0"]["repeats"][0]
+    assert repeat["success"] and [c["tool"] for c in repeat["calls"]][:3] == ["detect_objects", "open_gripper",
+                                                                              "parse_central_lift_grasp_pose"]
+    assert [c["line"] for c in repeat["calls"]] == list(range(2, 13))   # one call per line of the snippet
+    assert repeat["after"]["apple"] != details["tasks"]["Simple_0"]["world"]["models"]["apple"]["box"]
+
+    folder = viewer.build(tmp_path / "viewer", details)
+    assert folder.name == "rules_template-coder-" + folder.name.split("-")[-1]
+    index = (folder / "index.html").read_text()
+    assert index.count("data-outcome=") == 2 and 'data-outcome="failure"' in index and 'data-type="Simple"' in index
+    good = folder / viewer.episode_file("Simple_0", 0)
+    steps = _episode_data(good)["steps"]
+    assert len(steps) == len(repeat["calls"]) + 2 and steps[1]["line"] == 2
+    assert steps[1]["action"].startswith("detect_objects(object_list=['apple', 'footed_bowl'])")
+    assert steps[-1]["observation"].splitlines() == [f"OK  {i['detail']}" for i in repeat["items"]]
+    assert "task done" in steps[-1]["flags"]
+    page = good.read_text()
+    assert page.count("<svg") == 2 and "<title>apple</title>" in page and page.count("class=\"code\"") == 1
+    bad = _episode_data(folder / viewer.episode_file("Simple_0", 1))["steps"]
+    assert "raised" in bad[-2]["flags"] and bad[-2]["line"] == 2 and "plum" in bad[-2]["observation"]
+    assert bad[-1]["line"] == 2 and "task not done" in bad[-1]["flags"]
