@@ -15,7 +15,9 @@ from tasks.muep.eval.runs import EXPERIMENT, read_runs
 from tasks.params import load_params
 from tasks.progress import StageLog
 from tasks.roboscript.eval import leaderboard as robot_leaderboard
+from tasks.roboscript import layout as robot_layout
 from tasks.viewer import pages as viewer
+from tasks.viewer import roboscript as robot_viewer
 
 STAGE = "muep-leaderboard"
 log = logging.getLogger("embp")
@@ -46,8 +48,8 @@ def build_leaderboard(params_file: str | None = None, all_versions: bool = False
         if robot_section:  # the RoboScript table joins the same page when its evaluation has run
             slog.read(uri, f"runs of {robot_name}")
             md = md.rstrip("\n") + "\n\n" + robot_section
-            page = page.replace("</body></html>", robot_leaderboard.markdown_table_to_html(robot_section)
-                                + "\n</body></html>")
+            page = page.replace("</body></html>", robot_leaderboard.markdown_table_to_html(
+                robot_section, robot_episode_links(robot_section)) + "\n</body></html>")
         for target, text in ((layout.LEADERBOARD_MD, md), (layout.LEADERBOARD_HTML, page)):
             slog.write(target, text)
     return board
@@ -63,6 +65,18 @@ def episode_links(board: leaderboard.Board) -> dict[str, list[tuple[str, str]]]:
         if index.exists():
             href = index.relative_to(layout.LEADERBOARD_HTML.parent).as_posix()
             out.setdefault(run.label, []).append((leaderboard.SPLIT_TITLES.get(run.split, run.split), href))
+    return out
+
+
+def robot_episode_links(section: str) -> dict[str, str]:
+    """Code writer -> link (relative to the leaderboard page) of its RoboScript episode index, for every code writer
+    of the Table II section whose pages the roboscript-eval stage wrote."""
+    out = {}
+    for line in section.splitlines():
+        model = line.strip().strip("|").split("|")[0].strip() if line.startswith("|") else ""
+        index = robot_layout.VIEWER / robot_viewer.model_link(model) if model else None
+        if index is not None and index.exists():
+            out[model] = index.relative_to(layout.LEADERBOARD_HTML.parent).as_posix()
     return out
 
 

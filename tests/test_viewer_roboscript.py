@@ -95,3 +95,26 @@ def test_a_simulated_episode_becomes_pages_with_code_calls_items_and_top_views(t
     bad = _episode_data(folder / viewer.episode_file("Simple_0", 1))["steps"]
     assert "raised" in bad[-2]["flags"] and bad[-2]["line"] == 2 and "plum" in bad[-2]["observation"]
     assert bad[-1]["line"] == 2 and "task not done" in bad[-1]["flags"]
+
+
+def test_the_leaderboards_table2_rows_link_to_their_code_writers_episodes(tmp_path, monkeypatch):
+    from flows import muep_leaderboard
+    from tasks.muep import layout
+    from tasks.roboscript import layout as robot_layout
+    from tasks.roboscript.eval.leaderboard import markdown_table_to_html
+    from tasks.viewer.roboscript import model_link
+
+    section = ("## RoboScript benchmark (Table II)\n\nFrom MLflow.\n\n| code writer | kind | metric | Simple_0 |\n"
+               "| --- | --- | --- | --- |\n| rules:template-coder | rules | finished whole task | 1 |\n"
+               "| | | grammar correctness | 1 |\n| hf:tiny | LLM | finished whole task | 0 |\n")
+    monkeypatch.setattr(layout, "LEADERBOARD_HTML", tmp_path / "reports/leaderboard.html")
+    monkeypatch.setattr(robot_layout, "VIEWER", tmp_path / "reports/viewer/roboscript")
+    index = robot_layout.VIEWER / model_link("rules:template-coder")
+    index.parent.mkdir(parents=True)
+    index.write_text("<html></html>")
+    links = muep_leaderboard.robot_episode_links(section)
+    assert links == {"rules:template-coder": f"viewer/roboscript/{model_link('rules:template-coder')}"}  # hf: no pages
+    page = markdown_table_to_html(section, links)
+    assert page.count("class='episodes'") == 1 and f"href='{links['rules:template-coder']}'" in page
+    assert markdown_table_to_html(section) == markdown_table_to_html(section, {}) and "episodes" not in \
+        markdown_table_to_html(section)
