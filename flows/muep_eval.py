@@ -121,7 +121,8 @@ def _evaluate(params_file: str | None = None) -> dict:
                     if "openai" in ev.agents and ev.openai.few_shot else {})
         context = AgentContext(seed=ev.seed, history_window=params.muep.sft.history_window, examples=examples)
         settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context,
-                                alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
+                                alfworld_metadata_dir=str(layout.ALFWORLD_METADATA),
+                                images_dir=str(layout.EVAL_WORK / "images"))
         batches = make_batches(specs, [(n, infos[n].label) for n in ev.agents], ev.batch_size)
 
         code = code_digest("flows.muep_eval")
@@ -168,8 +169,9 @@ def _evaluate(params_file: str | None = None) -> dict:
             for r in store.results(name, batch_ids):
                 by_agent[name][r.split].append(r)
         clock["viewer"] = time.perf_counter()
-        shown, viewer_images = viewer.build(layout.VIEWER, [(n, infos[n].label, s, by_agent[n][s]) for n in ev.agents
-                                                            for s in ev.splits], specs, settings.metadata_of)
+        shown_runs = [(n, infos[n].label, s, by_agent[n][s]) for n in ev.agents for s in ev.splits]
+        viewer.sweep_images(settings.images_dir, shown_runs)
+        shown, viewer_images = viewer.build(layout.VIEWER, shown_runs, settings.images_dir)
         clock["viewer"] = time.perf_counter() - clock["viewer"]
         slog.wrote(layout.VIEWER / "index.html")
         log.info("[%s] episode viewer: %s/index.html (%d pages, %d images, %.1f MB, %.1f s)", STAGE,

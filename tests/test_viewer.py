@@ -1,19 +1,18 @@
 """Code tests of the episode viewer (tasks/viewer): MuEP pages from a small real evaluation (the fixture's test
-episodes, played by the oracle and the random agent), the index filters' data, the leaderboard's links, shared
-images, and a replay that does not match its trajectory."""
+episodes, played by the oracle and the random agent, the harness saving the viewer's images), the index filters'
+data, the leaderboard's links, shared images, missing and stale images."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import replace
+import tempfile
 from functools import cache
 from pathlib import Path
 
 import pytest
 from test_eval_support import build_dataset
-
-from core.errors import DataError
 
 pytestmark = pytest.mark.textworld
 
@@ -31,8 +30,9 @@ def evaluate_small():
 
     data = build_dataset()
     specs = select(data.index, list(SPLITS), None, 0)
+    images = Path(tempfile.mkdtemp(prefix="embp-viewer-images-", dir=data.root))  # removed with the dataset
     settings = EvalSettings(metadata_dir=str(data.metadata_dir), params=EvalParams(max_steps=12),
-                            context=AgentContext())
+                            context=AgentContext(), images_dir=str(images))
     results = [r for b in make_batches(specs, list(AGENTS), 6) for r in run_batch(b, settings).results]
     runs = [(name, label, split, [r for r in results if r.agent == label and r.split == split])
             for name, label in AGENTS for split in SPLITS]
@@ -48,7 +48,7 @@ def write_leaderboard(root: Path, runs, specs, settings) -> tuple[dict, dict]:
     from tasks.viewer import muep as viewer
 
     reports = root / "reports"
-    summary, used = viewer.build(reports / "viewer/muep", runs, specs, settings.metadata_of)
+    summary, used = viewer.build(reports / "viewer/muep", runs, settings.images_dir)
     summaries = []
     for k, (name, label, split, results) in enumerate(runs):
         total, by_type = split_tallies(results)
@@ -155,13 +155,28 @@ def test_an_artifact_holds_one_splits_pages_and_only_their_images(built, tmp_pat
     assert {f"images/{p.name}" for p in (out / "images").glob("*.png")} == used[(name, split)]
 
 
-def test_a_replay_that_differs_from_the_trajectory_is_an_error(tmp_path):
-    from tasks.viewer.muep import replay
-    from tasks.viewer.pages import ImageStore
+def test_the_harness_records_admissibility_and_an_image_of_every_state():
+    runs, _, settings = evaluate_small()
+    for _, _, _, results in runs:
+        for r in results:
+            assert r.initial_image and all(s.image for s in r.steps)
+            assert all(s.admissible == s.valid for s in r.steps if s.action)   # the game runs what it offers
+            for name in (r.initial_image, *(s.image for s in r.steps)):
+                assert (Path(settings.images_dir) / name).stat().st_size < 12_000
 
-    runs, specs, settings = evaluate_small()
-    result = runs[0][3][0]
-    spec = next(s for s in specs if s.episode_id == result.episode_id)
-    bad = replace(result, steps=(replace(result.steps[0], observation="something else"),) + result.steps[1:])
-    with pytest.raises(DataError, match=r"step 1: replaying .* the trajectory recorded 'something else'"):
-        replay(bad, spec, settings.metadata_of(spec.source), None, ImageStore(tmp_path))
+
+def test_missing_images_leave_the_step_without_one_and_stale_images_are_swept(tmp_path):
+    from tasks.viewer.muep import build, episode_file, sweep_images
+
+    runs, _, settings = evaluate_small()
+    name, label, split, results = runs[0]
+    images = tmp_path / "images"
+    images.mkdir()
+    keep = results[0].initial_image
+    (images / keep).write_bytes((Path(settings.images_dir) / keep).read_bytes())
+    (images / "stale.png").write_bytes(b"old")
+    assert sweep_images(images, [runs[0]]) == 1 and [p.name for p in images.iterdir()] == [keep]
+    summary, used = build(tmp_path / "viewer", [runs[0]], images)
+    assert summary["images"] == 1 and summary["missing_images"] > 0 and used[(name, split)] == {f"images/{keep}"}
+    steps = _data(tmp_path / "viewer" / name / split / episode_file(results[0]))["steps"]
+    assert steps[0]["image"] == f"../../images/{keep}" and steps[1]["image"] is None

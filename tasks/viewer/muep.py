@@ -1,69 +1,29 @@
 """MuEP episode pages: one page per (agent, split, episode), an index per agent and split, a front page.
 
-The trajectory file (``data/muep/eval/<agent>/<split>.jsonl``) holds what the agent did and what the game answered;
-the viewer replays those actions in the episode's game (the evaluation's engine, so the same states) to add what the
-file does not keep: the rendered image of every state (the schematic renderer, small, each distinct image stored
-once), the commands that were admissible before each action, and where the RDI loop rule first fired. A replay whose
-feedback differs from the recorded one is an error, never a silently wrong page.
+Everything comes from the trajectory file (``data/muep/eval/<agent>/<split>.jsonl``), as the harness recorded each
+step: the action, the game's answer (the text state the agent sees next), whether it was valid and among the
+admissible commands, the sub-goals and goal conditions met so far, and the name of the small schematic image of the
+state (saved content-addressed in the evaluation's work directory, ``EvalSettings.images_dir``; the viewer copies
+each image it shows once into its ``images/``). Where the RDI loop rule first holds is computed from the trajectory
+(whether or not the loop stop was on), and where the episode ended is its end reason.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import DataError
 from tasks.muep.eval.metrics import disoriented
-from tasks.muep.eval.records import EpisodeResult, EpisodeSpec
-from tasks.viewer.pages import ImageStore, esc, index_link, json_script, page, select_filter, slug, write_text
+from tasks.muep.eval.records import EpisodeResult
+from tasks.viewer.pages import IMAGES, ImageStore, esc, index_link, json_script, page, select_filter, slug, write_text
 
 log = logging.getLogger("embp")
-
-#: Side of the viewer's images in pixels (the schematic renderer draws the state at this size directly).
-IMAGE_SIZE = 160
 
 END_REASONS = {"won": "the game's goal holds: won", "max_steps": "the step cap (max_steps) was reached",
                "loop": "the loop stop fired (an A-A or A-B-A-B repeat under the same feedback)",
                "invalid_streak": "the invalid-action streak stop fired", "call_budget": "the agent's call budget ran out",
                "agent_error": "the agent could not start the episode"}
-
-
-@dataclass(frozen=True)
-class Frame:
-    """What the replay adds to the state before action ``step + 1`` (``step`` 0: the initial state)."""
-
-    image: str | None               # path relative to the viewer's root, or None
-    admissible: tuple[str, ...]     # the commands the game accepted in this state
-
-
-def replay(result: EpisodeResult, spec: EpisodeSpec, metadata_dir: str, renderer, images: ImageStore
-           ) -> list[Frame]:
-    """The frames of every state of the episode: the initial one, then the one after each recorded action."""
-    from tasks.muep.eval.env import EvalEnv
-
-    env = EvalEnv.start(spec, metadata_dir)
-    if env.observation != result.initial_observation:
-        raise DataError(f"episode {result.episode_id} ({result.agent}): the replayed game starts with another "
-                        "observation than the recorded one.", hint="The trajectories come from another version of "
-                        "the data or code: rerun `dvc repro muep-eval`.")
-    if renderer is not None:
-        renderer.begin_scene(env.layout)
-
-    def frame() -> Frame:
-        image = images.add(env.image(renderer)) if renderer is not None else None
-        return Frame(image, env.admissible())
-
-    frames = [frame()]
-    for step in result.steps:
-        out = env.step(step.action)
-        if out.observation != step.observation:
-            raise DataError(f"episode {result.episode_id} ({result.agent}), step {step.step}: replaying "
-                            f"{step.action!r} gave {out.observation[:80]!r}, the trajectory recorded "
-                            f"{step.observation[:80]!r}.", hint="Rerun `dvc repro muep-eval`.")
-        frames.append(frame())
-    return frames
 
 
 def first_loop(result: EpisodeResult) -> int | None:
@@ -80,11 +40,10 @@ def _flag(text: str, kind: str) -> str:
     return f'<span class="flag {kind}">{esc(text)}</span>'
 
 
-def steps_data(result: EpisodeResult, frames: Sequence[Frame] | None, up: str) -> list[dict]:
+def steps_data(result: EpisodeResult, images: ImageStore, up: str) -> list[dict]:
     """One entry per state for the page's JS: the start, then every action with the game's answer."""
     loop = first_loop(result)
     n = len(result.steps)
-    frames = frames or [Frame(None, ()) for _ in range(n + 1)]
     out = []
 
     def goals(done: int) -> str:
@@ -93,6 +52,10 @@ def steps_data(result: EpisodeResult, frames: Sequence[Frame] | None, up: str) -
     def conditions(done: int) -> str:
         return f"{done} / {result.conditions_total}" if result.conditions_total else "-"
 
+    def image(name: str | None) -> str | None:
+        rel = images.add(name)
+        return f"{up}{rel}" if rel else None
+
     start_flags = _flag("start", "ok")
     if n == 0:
         start_flags += _flag(f"ended: {END_REASONS.get(result.end_reason, result.end_reason)}", "bad")
@@ -100,15 +63,11 @@ def steps_data(result: EpisodeResult, frames: Sequence[Frame] | None, up: str) -
             start_flags += _flag(result.error, "bad")
     out.append({"label": f"start (0 of {n})", "action": "(none yet)", "observation": result.initial_observation,
                 "goals": goals(result.initial_goals_met), "conditions": conditions(result.initial_conditions_met),
-                "image": f"{up}{frames[0].image}" if frames[0].image else None,
-                "admissible": ", ".join(frames[0].admissible) or "-", "flags": start_flags, "cls": "valid",
-                "line": None})
+                "image": image(result.initial_image), "flags": start_flags, "cls": "valid", "line": None})
     for k, step in enumerate(result.steps):
-        before = frames[k]
-        admissible = step.action in before.admissible if before.admissible else None
         flags = _flag("valid" if step.valid else "invalid (nothing happened)", "ok" if step.valid else "bad")
-        if admissible is not None:
-            flags += _flag("admissible" if admissible else "not admissible", "ok" if admissible else "bad")
+        if step.admissible is not None:
+            flags += _flag("admissible" if step.admissible else "not admissible", "ok" if step.admissible else "bad")
         if step.error:
             flags += _flag(f"agent error: {step.error}", "bad")
         if step.raw:
@@ -121,18 +80,15 @@ def steps_data(result: EpisodeResult, frames: Sequence[Frame] | None, up: str) -
         if k == n - 1:
             flags += _flag(f"ended: {END_REASONS.get(result.end_reason, result.end_reason)}",
                            "ok" if result.success else "bad")
-        after = frames[k + 1]
         cls = "won" if step.won else ("valid" if step.valid else "invalid")
         out.append({"label": f"step {step.step} of {n}", "action": step.action or "(empty)",
                     "observation": step.observation, "goals": goals(step.goals_met),
-                    "conditions": conditions(step.conditions_met),
-                    "image": f"{up}{after.image}" if after.image else None,
-                    "admissible": ", ".join(before.admissible) or "-", "flags": flags,
+                    "conditions": conditions(step.conditions_met), "image": image(step.image), "flags": flags,
                     "cls": cls + (" loop" if loop == step.step else ""), "line": None})
     return out
 
 
-def episode_page(result: EpisodeResult, frames: Sequence[Frame] | None, split: str, up: str = "../../") -> str:
+def episode_page(result: EpisodeResult, images: ImageStore, split: str, up: str = "../../") -> str:
     outcome = "success" if result.success else f"failure ({result.end_reason})"
     facts = (f"<table><tr><th>agent</th><td>{esc(result.agent)}</td><th>split</th><td>{esc(split)}</td></tr>"
              f"<tr><th>task type</th><td>{esc(result.task_type)}</td><th>scene</th><td>{esc(result.scene)}</td></tr>"
@@ -147,10 +103,8 @@ def episode_page(result: EpisodeResult, frames: Sequence[Frame] | None, split: s
             '<p><b>action</b>: <code id="step-action"></code></p>'
             '<p><b>observation</b> (the text state the agent sees next)</p><pre id="step-observation"></pre>'
             '<p><b>sub-goals met</b>: <span id="step-goals"></span> &nbsp; <b>goal conditions met</b>: '
-            '<span id="step-conditions"></span></p>'
-            '<details><summary>admissible commands before this action</summary><pre id="step-admissible"></pre>'
-            '</details></div></div>'
-            + json_script("episode-data", {"steps": steps_data(result, frames, up)}))
+            '<span id="step-conditions"></span></p></div></div>'
+            + json_script("episode-data", {"steps": steps_data(result, images, up)}))
     return page(f"{result.episode_id} - {result.agent}", body, up="index.html")
 
 
@@ -180,20 +134,15 @@ def index_page(label: str, split: str, results: Sequence[EpisodeResult]) -> str:
 
 
 def write_split(root: Path, agent: str, label: str, split: str, results: Sequence[EpisodeResult],
-                specs: dict[str, EpisodeSpec], metadata_of, images: ImageStore, renderer) -> set[str]:
-    """The pages of one (agent, split): every episode, then its index. ``specs``: episode id -> spec (for the
-    replay; an episode without one gets its page without images or admissible commands). Returns the images the
-    pages show (paths relative to ``root``)."""
+                images: ImageStore) -> set[str]:
+    """The pages of one (agent, split): every episode, then its index. Returns the images the pages show (paths
+    relative to ``root``)."""
     folder = root / slug(agent) / slug(split)
-    used: set[str] = set()
     for result in results:
-        spec = specs.get(result.episode_id)
-        frames = (replay(result, spec, metadata_of(spec.source), renderer, images)
-                  if spec is not None and result.end_reason != "agent_error" else None)
-        used |= {f.image for f in frames or () if f.image}
-        write_text(folder / episode_file(result), episode_page(result, frames, split))
+        write_text(folder / episode_file(result), episode_page(result, images, split))
     write_text(folder / "index.html", index_page(label, split, results))
-    return used
+    names = {n for r in results for n in (r.initial_image, *(s.image for s in r.steps)) if n}
+    return {f"{IMAGES}/{n}" for n in names - images.missing}
 
 
 def stage_artifact(root: Path, agent: str, split: str, images: set[str], target: Path) -> Path:
@@ -218,32 +167,38 @@ def front_page(entries: Sequence[tuple[str, str, str, int, int]]) -> str:
                 + rows + "</table>")
 
 
-def build(root: Path, runs: Sequence[tuple[str, str, str, Sequence[EpisodeResult]]],
-          specs: Sequence[EpisodeSpec], metadata_of, renderer_name: str = "schematic"
-          ) -> tuple[dict, dict[tuple[str, str], set[str]]]:
-    """The whole MuEP viewer under ``root`` (emptied first): ``runs`` are (agent name, label, split, results).
-    Returns a summary (pages, images, bytes) for the log, and the images of each (agent, split)."""
-    import shutil
+def sweep_images(images_dir: Path | str, runs: Sequence[tuple[str, str, str, Sequence[EpisodeResult]]]) -> int:
+    """Delete the files of ``images_dir`` that no result of ``runs`` names (drawings of an earlier version, a
+    writer's leftovers), so the folder -- part of a DVC output -- holds what this evaluation drew and nothing else.
+    Returns how many went."""
+    named = {n for *_, results in runs for r in results for n in (r.initial_image, *(s.image for s in r.steps)) if n}
+    folder = Path(images_dir)
+    stale = [p for p in folder.iterdir() if p.name not in named] if folder.is_dir() else []
+    for path in stale:
+        path.unlink()
+    return len(stale)
 
-    from tasks.muep.eval.env import announce, engine
-    from tasks.muep.render import build_renderer
+
+def build(root: Path, runs: Sequence[tuple[str, str, str, Sequence[EpisodeResult]]], images_dir: Path | str
+          ) -> tuple[dict, dict[tuple[str, str], set[str]]]:
+    """The whole MuEP viewer under ``root`` (emptied first): ``runs`` are (agent name, label, split, results), the
+    images come from ``images_dir`` (where the evaluation saved them). Returns a summary (pages, images, missing
+    images, bytes) for the log, and the images of each (agent, split)."""
+    import shutil
 
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    by_id = {s.episode_id: s for s in specs}
-    announce(engine(), [(metadata_of(s.source), s.scene, s.task_type, s.object_type, s.target_type)
-                        for s in specs])
-    renderer = build_renderer(renderer_name, size=IMAGE_SIZE)
-    images = ImageStore(root)
+    images = ImageStore(root, images_dir)
     entries, pages, used = [], 0, {}
-    try:
-        for agent, label, split, results in runs:
-            used[(agent, split)] = write_split(root, agent, label, split, results, by_id, metadata_of, images,
-                                               renderer)
-            entries.append((agent, label, split, len(results), sum(not r.success for r in results)))
-            pages += len(results) + 1
-    finally:
-        renderer.close()
+    for agent, label, split, results in runs:
+        used[(agent, split)] = write_split(root, agent, label, split, results, images)
+        entries.append((agent, label, split, len(results), sum(not r.success for r in results)))
+        pages += len(results) + 1
     write_text(root / "index.html", front_page(entries))
+    if images.missing:
+        log.warning("episode viewer: %d images named by the trajectories are not in %s (e.g. %s); their steps show "
+                    "none (played on a worker with another file system?)", len(images.missing), images_dir,
+                    sorted(images.missing)[0])
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-    return {"pages": pages + 1, "images": len(images.written), "bytes": size}, used
+    return {"pages": pages + 1, "images": len(images.written), "missing_images": len(images.missing),
+            "bytes": size}, used

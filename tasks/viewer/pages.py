@@ -75,26 +75,53 @@ def shrink(png: bytes, colors: int = 64) -> bytes:
     return out.getvalue()
 
 
+#: Side of the episode viewer's images in pixels (the schematic renderer draws the state at this size directly).
+IMAGE_SIZE = 160
+
+
+def image_name(png: bytes) -> str:
+    return f"{hashlib.sha256(png).hexdigest()[:16]}.png"
+
+
+def save_image(folder: Path | str, png: bytes) -> str:
+    """``png`` shrunk (:func:`shrink`) into ``folder`` under its content's name, once (atomic: workers of one run
+    share the folder); returns the name."""
+    small = shrink(png)
+    name = image_name(small)
+    target = Path(folder) / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(target) as tmp:
+            Path(tmp).write_bytes(small)
+    return name
+
+
 class ImageStore:
-    """``root/images/<hash>.png``: each distinct image once. :meth:`add` returns its path relative to ``root``."""
+    """``root/images/``: the images a viewer's pages show, each copied once from the folder the evaluation saved
+    them in. :meth:`add` returns the path relative to ``root``, or None (with a count) for a missing image."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, source: Path | str):
         self.root = Path(root)
+        self.source = Path(source)
         self.written: set[str] = set()
+        self.missing: set[str] = set()
 
-    def add(self, png: bytes) -> str:
-        png = shrink(png)
-        name = f"{IMAGES}/{hashlib.sha256(png).hexdigest()[:16]}.png"
-        if name not in self.written:
-            target = self.root / name
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(png)
-            self.written.add(name)
-        return name
-
-    def bytes_total(self) -> int:
-        return sum((self.root / name).stat().st_size for name in self.written)
+    def add(self, name: str | None) -> str | None:
+        if not name:
+            return None
+        rel = f"{IMAGES}/{name}"
+        if rel in self.written:
+            return rel
+        try:
+            data = (self.source / name).read_bytes()
+        except FileNotFoundError:
+            self.missing.add(name)
+            return None
+        target = self.root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        self.written.add(rel)
+        return rel
 
 
 def select_filter(name: str, label: str, values: list[str]) -> str:
