@@ -180,3 +180,25 @@ def test_missing_images_leave_the_step_without_one_and_stale_images_are_swept(tm
     assert summary["images"] == 1 and summary["missing_images"] > 0 and used[(name, split)] == {f"images/{keep}"}
     steps = _data(tmp_path / "viewer" / name / split / episode_file(results[0]))["steps"]
     assert steps[0]["image"] == f"../../images/{keep}" and steps[1]["image"] is None
+
+
+def test_an_mlflow_run_carries_its_episode_pages(built, tmp_path):
+    from mlflow import MlflowClient
+
+    from tasks.muep.eval.runs import log_run, write_results
+    from tasks.params import TrackingParams
+    from tasks.viewer.muep import episode_file, stage_artifact
+
+    reports, runs, _, used = built
+    name, label, split, results = runs[0]
+    tracking = TrackingParams(uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    trajectories = write_results(tmp_path / f"{split}.jsonl", results)
+    pages = stage_artifact(reports / "viewer/muep", name, split, used[(name, split)], tmp_path / "staging")
+    tags = {"dataset_version": "dvc:x", "dataset": "muep-demos", "eval_fingerprint": ""}
+    run_id, _, new = log_run(tracking, label, split, {"agent": name}, tags, results, trajectories, viewer=pages)
+    client = MlflowClient(tracking.uri)
+    listed = {a.path for a in client.list_artifacts(run_id, f"viewer/{name}/{split}")}
+    assert new and f"viewer/{name}/{split}/index.html" in listed
+    assert f"viewer/{name}/{split}/{episode_file(results[0])}" in listed
+    images = {a.path for a in client.list_artifacts(run_id, "viewer/images")}
+    assert images == {f"viewer/{p}" for p in used[(name, split)]}
