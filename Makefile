@@ -16,7 +16,8 @@ ROS_PKGS := ros-core python3-rospy python3-std-msgs python3-genpy python3-genmsg
             python3-geometry-msgs
 # Open3D (the perception pipeline's TSDF fusion) loads libusb (its RealSense support) and OpenGL at import.
 # bubblewrap: the namespaces generated robot code runs in (robot/sandbox/; docs/robot.md, "Sandbox").
-SYS_PKGS := libusb-1.0-0 libgl1 libgomp1 bubblewrap
+# chromium: the episode viewer's browser test (tests/test_viewer_browser.py, headless, offline).
+SYS_PKGS := libusb-1.0-0 libgl1 libgomp1 bubblewrap chromium
 
 system-deps:
 	@dpkg -s $(ROS_PKGS) $(SYS_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Annotated, Optional
@@ -36,6 +37,31 @@ ParamsOption = Annotated[Optional[Path], typer.Option("--params", help="Params f
 def _fail(exc: PipelineError) -> None:
     typer.echo(f"error: {exc.paragraph()}", err=True)
     raise typer.Exit(2)
+
+
+def tool_bin() -> Path:
+    """The folder of the interpreter running ``embp`` (the venv's ``bin/``, symlinks not resolved): where the tools
+    it starts (``dvc``, ``mlflow``, ``python`` for DVC's stage commands) are installed, whatever PATH says."""
+    import sys
+
+    return Path(sys.executable).parent
+
+
+def tool(name: str) -> str:
+    """The absolute path of the venv's ``name`` executable, or a readable error when it is not installed there."""
+    path = tool_bin() / name
+    if not path.is_file():
+        raise PipelineError(f"{name} is not installed next to this Python ({path} does not exist).",
+                            hint="Run `make setup` (it installs the pinned stack into .venv), then call .venv/bin/embp.")
+    return str(path)
+
+
+def tool_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the venv's ``bin/`` first on PATH: the tools a started tool starts in turn (DVC runs each stage's
+    ``python -m flows.<stage>``) are the venv's too."""
+    head = str(tool_bin())
+    rest = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != head]
+    return env | {"PATH": os.pathsep.join([head, *rest])}
 
 
 @params_app.command("check")
@@ -87,8 +113,8 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     """Run the pipeline: independent stages side by side, each through `dvc repro` (with a profile: `dvc exp run`
     with its overrides, one stage at a time), then the summary.
 
-    All stages share one Prefect server, stopped at the end."""
-    import os
+    All stages share one Prefect server, stopped at the end. DVC and the stages' Python are the venv's, whatever
+    PATH says."""
     import subprocess
 
     from flows import _parallel, _prefect_server, _stage_host
@@ -98,6 +124,7 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     jobs = jobs or _parallel.default_jobs()
     try:
         cmd = ["dvc", "exp", "run", *_set_params(profile)] if profile else ["dvc", "repro"]
+        tool("dvc")
     except PipelineError as exc:
         _fail(exc)
     cmd += (["--force"] if force else []) + list(targets or [])
@@ -107,7 +134,7 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
                    "--single-item STAGE", err=True)
     else:
         typer.echo(f"$ {shlex.join(cmd)}", err=True)
-    env = os.environ | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = tool_env(dict(os.environ) | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
     held = _hold_prefect_server()     # starting while DVC plans and the first stages import, held to the end
     try:
         with _stage_host.hosting(paths.ROOT, env) as env:  # stages fork from one warm process: no import per stage
@@ -121,7 +148,7 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
                     raise typer.Exit(1) from None
                 code = _parallel.run(paths.ROOT, the_plan, jobs, env, force=force)
             else:
-                code = subprocess.run(cmd, env=env).returncode
+                code = subprocess.run([tool("dvc"), *cmd[1:]], env=env).returncode
     finally:
         held.set()
         _prefect_server.stop()
@@ -275,22 +302,22 @@ def ui(port: Annotated[int, typer.Option(help="Port of the MLflow UI.")] = 5000,
        host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
        params: ParamsOption = None) -> None:
     """Browse the runs: `mlflow ui` on this project's tracking store, with a link per experiment that opens its runs
-    table (MLflow 3 otherwise opens on its GenAI overview)."""
-    import os
-
+    table (MLflow 3 otherwise opens on its GenAI overview). The MLflow is the venv's, whatever PATH says."""
     from tasks import tracking
     from tasks.params import load_params
 
     try:
         settings = load_params(params).tracking
+        mlflow = tool("mlflow")
     except PipelineError as exc:
         _fail(exc)
     base = f"http://{host}:{port}"
     for name, link in sorted(tracking.experiment_links(settings, base).items()):
         typer.echo(f"{name:32} {link}")
-    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
-    os.execvp("mlflow", ["mlflow", "ui", "--backend-store-uri", tracking.tracking_uri(settings), "--host", host,
-                         "--port", str(port)])
+    env = tool_env(dict(os.environ))
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    os.execve(mlflow, [mlflow, "ui", "--backend-store-uri", tracking.tracking_uri(settings), "--host", host,
+                         "--port", str(port)], env)
 
 
 @app.command("summary")

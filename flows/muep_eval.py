@@ -6,6 +6,7 @@ import hashlib
 import logging
 import shutil
 import statistics
+import tempfile
 import time
 from collections import defaultdict
 from dataclasses import asdict
@@ -37,6 +38,7 @@ from tasks.muep.eval.runs import log_run, run_fields, write_results
 from tasks.muep.eval.store import EvalStore, file_digest, fingerprint
 from tasks.params import load_params
 from tasks.progress import StageLog
+from tasks.viewer import muep as viewer
 
 STAGE = "muep-eval"
 log = logging.getLogger("embp")
@@ -119,7 +121,8 @@ def _evaluate(params_file: str | None = None) -> dict:
                     if "openai" in ev.agents and ev.openai.few_shot else {})
         context = AgentContext(seed=ev.seed, history_window=params.muep.sft.history_window, examples=examples)
         settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context,
-                                alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
+                                alfworld_metadata_dir=str(layout.ALFWORLD_METADATA),
+                                images_dir=str(layout.EVAL_WORK / "images"))
         batches = make_batches(specs, [(n, infos[n].label) for n in ev.agents], ev.batch_size)
 
         code = code_digest("flows.muep_eval")
@@ -160,25 +163,39 @@ def _evaluate(params_file: str | None = None) -> dict:
         grammar = ",".join(sorted({s.grammar for s in specs}))
         batch_ids = [b.batch_id for b in batches]
         shutil.rmtree(layout.EVAL, ignore_errors=True)
+        by_agent = {}
+        for name in ev.agents:
+            by_agent[name] = defaultdict(list)
+            for r in store.results(name, batch_ids):
+                by_agent[name][r.split].append(r)
+        clock["viewer"] = time.perf_counter()
+        shown_runs = [(n, infos[n].label, s, by_agent[n][s]) for n in ev.agents for s in ev.splits]
+        viewer.sweep_images(settings.images_dir, shown_runs)
+        shown, viewer_images = viewer.build(layout.VIEWER, shown_runs, settings.images_dir)
+        clock["viewer"] = time.perf_counter() - clock["viewer"]
+        slog.wrote(layout.VIEWER / "index.html")
+        log.info("[%s] episode viewer: %s/index.html (%d pages, %d images, %.1f MB, %.1f s)", STAGE,
+                 paths.rel(layout.VIEWER), shown["pages"], shown["images"], shown["bytes"] / 1e6, clock["viewer"])
+        staging = tempfile.TemporaryDirectory(prefix="embp-viewer-")
         reports = {}
         mlflow_s = 0.0
         for name in ev.agents:
             info = infos[name]
-            by_split = defaultdict(list)
-            for r in store.results(name, batch_ids):
-                by_split[r.split].append(r)
+            by_split = by_agent[name]
             agent_results = []
             for split in ev.splits:
                 split_results = by_split[split]
                 agent_results += split_results
                 source = SOURCES[split]
                 path = write_results(layout.EVAL / name / f"{split}.jsonl", split_results)
+                pages = viewer.stage_artifact(layout.VIEWER, name, split, viewer_images[(name, split)],
+                                              Path(staging.name) / f"{name}-{split}")
                 run_fp = fingerprint(common, agent_fps[name], split, versions[source])
                 run_params, tags = run_fields(name, info, ev, split, len(split_results), versions[source],
                                               shas[source], grammar, DATASETS[source][0], run_fp)
                 run_timings = [timing_by[k] for r in split_results if (k := (r.agent, r.episode_id)) in timing_by]
                 run_id, took, new = log_run(params.tracking, info.label, split, run_params, tags, split_results, path,
-                                            run_timings)
+                                            run_timings, viewer=pages)
                 mlflow_s += took
                 log.info("[%s] MLflow run %s (%s, %s) %s in %.2f s", STAGE, run_id, info.label, split,
                          "logged" if new else "already logged, kept", took)
@@ -186,6 +203,7 @@ def _evaluate(params_file: str | None = None) -> dict:
                                                       "dataset_versions": dict(sorted(versions.items()))}
             slog.write(layout.REPORTS / f"eval_{name}.json", report)
             reports[name] = report["overall"]
+        staging.cleanup()
         end = time.perf_counter()
         # where this run's time went (run facts: reports/timings/muep-eval.json, no DVC output)
         slog.run_facts(
@@ -193,7 +211,8 @@ def _evaluate(params_file: str | None = None) -> dict:
             agent_episodes=total, played=todo, batches=len(batches), played_batches=len(pending),
             workers=ev.workers, task_runner=ev.task_runner, batch_size=ev.batch_size,
             prepare_s=round(clock["play"] - clock["start"], 3), play_s=round(clock["write"] - clock["play"], 3),
-            write_s=round(end - clock["write"] - mlflow_s, 3), mlflow_s=round(mlflow_s, 3),
+            write_s=round(end - clock["write"] - mlflow_s - clock["viewer"], 3), mlflow_s=round(mlflow_s, 3),
+            viewer_s=round(clock["viewer"], 3),
             timings={i: played[i] for i in sorted(played)})
         return reports
 

@@ -17,6 +17,7 @@ from tasks.progress import StageLog
 from tasks.roboscript import layout
 from tasks.roboscript.benchmark import BENCHMARK_FILE, load_benchmark
 from tasks.roboscript.eval import evaluation
+from tasks.viewer import roboscript as robot_viewer
 
 STAGE = "roboscript-eval"
 
@@ -50,9 +51,11 @@ def roboscript_eval(params_file: str | None = None) -> dict:
                    slog.write(layout.REPORTS / "eval_details.json", details),
                    slog.write(layout.REPORTS / "table2.md",
                               evaluation.table2(report, evaluation.load_run_records(runs))), kept]
+        pages = robot_viewer.build(layout.VIEWER, details)   # a page per task and repeat, also the run's artifact
+        slog.wrote(pages / "index.html")
         run_params, tags = evaluation.mlflow_fields(report, params)
         tracking.log_run(params.tracking, STAGE, report["model"], run_params=run_params, tags=tags | {"stage": STAGE},
-                         metrics=evaluation.mlflow_metrics(report), artifacts=outputs,
+                         metrics=evaluation.mlflow_metrics(report), artifacts=outputs + [("viewer", pages)],
                          dataset=evaluation.benchmark_dataset(goals), started_at=slog.started_at)
         return report["summary"]
 

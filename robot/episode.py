@@ -16,8 +16,9 @@ runner's sandbox: ``auto`` / ``bwrap`` (namespaces: a runner started with ``--is
 (``robot/contract/outcomes.py``): ``return_false`` (default, the public RoboScript contract) or ``raise``. Result (``result_json``): ``ok`` (the goal could be run), ``error``, ``runner``, ``isolation``
 (what the runner's sandbox uses), ``warnings``, ``policy`` (the code check), and per repeat: ``status``
 (robot/sandbox/),
-``grammatical``, ``error``, ``steps``, ``notes``, ``failed_motions`` (each motion call that failed: its number among
-the motion calls, tool, error, text), ``stdout``, ``wall_s``, the evaluation ``items`` with their
+``grammatical``, ``error``, ``steps``, ``calls`` (each tool call: line, arguments, result or error), ``notes``,
+``failed_motions`` (each motion call that failed: its number among the motion calls, tool, error, text), ``stdout``,
+``wall_s``, the evaluation ``items`` with their
 details, ``success`` (all items hold; null without items), the final ``state`` (boxes, joint values) and what the
 perception mode did (``perception``: the pipeline's calls, stage timings and what each found).
 """
@@ -238,7 +239,8 @@ class EpisodeRunner:
         success = all(i["ok"] for i in items) if items else None
         record = {"repeat": index, "seed": seed, "status": outcome.status, "grammatical": outcome.grammatical,
                   "error": outcome.error, "reasons": outcome.reasons, "steps": outcome.steps,
-                  "failed_motions": tools.failed_motions, "stdout": outcome.stdout, "wall_s": outcome.wall_s, "items": items, "success": success,
+                  "failed_motions": tools.failed_motions, "stdout": outcome.stdout, "wall_s": outcome.wall_s,
+                  "items": items, "success": success, "calls": outcome.calls,
                   "state": _state_json(state), "perception": perception.report()}
         if on_feedback is not None:
             on_feedback({"episode_id": goal.episode_id, "repeat": index, "done": True, "status": outcome.status,

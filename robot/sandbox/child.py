@@ -175,7 +175,7 @@ class Harness:
     def call(self, name: str, args: tuple, kwargs: dict) -> Any:
         try:
             message = {"t": "call", "id": self.calls + 1, "tool": name, "args": [self.codec.encode(a) for a in args],
-                       "kwargs": {k: self.codec.encode(v) for k, v in kwargs.items()}}
+                       "kwargs": {k: self.codec.encode(v) for k, v in kwargs.items()}, "line": _calling_line()}
             data = wire.dumps(message)
         except (wire.ProtocolError, RecursionError, ValueError, TypeError, OverflowError) as exc:
             raise ToolArgumentError(wire.clip(f"{name}: {exc}", 500)) from None
@@ -251,6 +251,17 @@ class Harness:
         if entry is not None and entry[0] is exc:
             self.end(EXIT_ROBOT_ERROR, "robot", text, line, entry[1])
         self.end(EXIT_CODE_ERROR, "code", text, line)
+
+
+def _calling_line() -> int | None:
+    """The snippet's line running now (its innermost frame: a line of a helper the snippet defined, if in one)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None and frame.f_code.co_filename != SNIPPET:
+            frame = frame.f_back
+        return frame.f_lineno if frame is not None else None
+    finally:
+        del frame
 
 
 def _snippet_line(exc: BaseException) -> int | None:

@@ -87,6 +87,9 @@ class Outcome:
     reasons: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     isolation: str = ""
+    calls: list[dict] = field(default_factory=list)
+    """The first :data:`KEPT_CALLS` tool calls: ``step``, ``tool``, ``line`` (the snippet's), ``args`` and ``result``
+    (clipped reprs) or ``error``, ``ok``. No times or notes: a repeat's record is a DVC output's content."""
 
     @property
     def grammatical(self) -> bool:
@@ -94,6 +97,19 @@ class Outcome:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+#: Tool calls a repeat's outcome keeps (a runaway loop makes up to ``Limits.max_tool_calls``); each text is clipped to
+#: :data:`CALL_TEXT` characters.
+KEPT_CALLS = 300
+CALL_TEXT = 300
+
+
+def _call_text(value: Any) -> str:
+    try:
+        return wire.clip(repr(value), CALL_TEXT)
+    except Exception:  # noqa: BLE001 - a repr that fails must not fail the tool call
+        return f"<{type(value).__name__}>"
 
 
 class _Interrupted(BaseException):
@@ -289,6 +305,7 @@ class _Repeat:
         self.deadline = start + limits.timeout_s
         self.codec = wire.Codec(VALUE_CLASSES)
         self.steps = 0
+        self.calls: list[dict] = []
         self.stdout: list[str] = []
         self.stdout_len = 0
         self.robot_errors: dict[int, str] = {}  # call id -> the runner's own error text
@@ -298,7 +315,7 @@ class _Repeat:
     def outcome(self, status: str, error: str | None) -> Outcome:
         return Outcome(status, None if error is None else wire.clip(error), self.steps,
                        wire.clip("".join(self.stdout), wire.MAX_STDOUT), wall_s=round(time.monotonic() - self.start, 4),
-                       isolation=self.host.mode)
+                       isolation=self.host.mode, calls=self.calls)
 
     def run(self) -> Outcome:
         host = self.host
@@ -413,11 +430,15 @@ class _Repeat:
         except wire.ProtocolError as exc:
             raise wire.ProtocolError(f"tool arguments: {exc}") from None
         reply, step = self._call_tool(message["id"], name, args, kwargs)
+        step.update(step=self.steps, line=message["line"], args=wire.clip(", ".join(
+            [_call_text(a) for a in args] + [f"{k}={_call_text(v)}" for k, v in kwargs.items()]), CALL_TEXT))
+        if len(self.calls) < KEPT_CALLS:  # without the notes: free text that may name times
+            self.calls.append({k: v for k, v in step.items() if k != "notes"})
         if reply is None:
             if self.should_stop is not None and self.should_stop():
                 return "cancelled", "the goal was cancelled"
             return "timeout", f"the code ran longer than {self.limits.timeout_s:g} s (inside {name})"
-        step.update(step=self.steps, t=round(time.monotonic() - self.start, 3))
+        step.update(t=round(time.monotonic() - self.start, 3))
         if self.on_step is not None:
             self.on_step(step)
         self._write(reply)
@@ -444,6 +465,7 @@ class _Repeat:
                 result = getattr(self.tools, name)(*args, **kwargs)
             except TypeError as exc:  # wrong arguments for the tool's own signature
                 raise ToolArgumentError(f"{name}: {exc}") from None
+            step["result"] = _call_text(result)
             try:
                 reply: dict = {"t": "result", "id": call_id, "value": self.codec.encode(result)}
             except wire.ProtocolError as exc:

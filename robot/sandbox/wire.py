@@ -19,7 +19,7 @@ the sender can encode is, by construction, a value the receiver accepts; anythin
 
 Messages (``t`` names the type; a missing, extra or mistyped field is a protocol violation)::
 
-    child  -> runner  call  {id, tool, args: [v], kwargs: {name: v}}
+    child  -> runner  call  {id, tool, args: [v], kwargs: {name: v}, line: int|null (the snippet's line)}
                       print {text}
                       error {kind: code|robot|memory|violation, text, line: int|null, ref: int|null}
     runner -> child   start {code, tools: {name: [[param, ...], n_required]}, policy: {list name: [str]},
@@ -318,7 +318,7 @@ _ANY = (object,)
 
 SCHEMAS: dict[str, dict[str, dict[str, tuple[type, ...]]]] = {
     "child": {
-        "call": {"id": _INT, "tool": _STR, "args": (list,), "kwargs": (dict,)},
+        "call": {"id": _INT, "tool": _STR, "args": (list,), "kwargs": (dict,), "line": _OPT_INT},
         "print": {"text": _STR},
         "error": {"kind": _STR, "text": _STR, "line": _OPT_INT, "ref": _OPT_INT},
     },

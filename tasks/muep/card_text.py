@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tasks.muep.card_figures import SPLIT_LABELS, type_label
 from tasks.muep.demos import SPLITS
+from tasks.muep.hf_datasets import SFT_ONE_LINER
 
 if TYPE_CHECKING:
     from tasks.muep.card import CardStats, GroupStats, LengthStats, ShardSample
@@ -201,6 +202,13 @@ def render_card(stats: CardStats, sample: ShardSample, example: list[DemoStep], 
         "- Unless `muep.demos.episodes` is null, stage 4 rolls out only a slice of the accepted tasks (48 by "
         "default), picked round-robin over split and task type so that every split and type appears; the split sizes "
         "of such a slice do not follow the accepted tasks' split sizes.\n",
+        "## Loading with Hugging Face `datasets`\n",
+        "```python\n"
+        "from tasks.muep.hf_datasets import load_demos     # in this project's environment\n"
+        "demos = load_demos()   # DatasetDict per split: image, text_state, action, task_type, instruction, step, ...\n"
+        "from datasets import load_dataset                 # the SFT export needs `datasets` alone:\n"
+        f"sft = {SFT_ONE_LINER}\n"
+        "```\n",
         "## How to reproduce\n",
         "```bash\n"
         "make run                                  # or, in the project's environment:\n"

@@ -41,6 +41,7 @@ REPORTS = paths.REPORTS / "muep"
 TRAIN_REPORTS = REPORTS / "train"
 LEADERBOARD_MD = paths.REPORTS / "leaderboard.md"
 LEADERBOARD_HTML = paths.REPORTS / "leaderboard.html"
+VIEWER = paths.REPORTS / "viewer" / "muep"          # episode pages per agent and split (tasks/viewer)
 
 #: LLM response cache of task generation. A DVC ``persist`` output: it survives reruns of the generation stage.
 LLM_CACHE = paths.DATA / "cache" / "llm"

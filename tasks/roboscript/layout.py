@@ -17,6 +17,7 @@ BENCHMARK = DATA / "benchmark"
 QUERIES = DATA / "queries"
 CODEGEN = DATA / "codegen"
 REPORTS = paths.REPORTS / "roboscript"
+VIEWER = paths.REPORTS / "viewer" / "roboscript"   # episode pages of the roboscript-eval run (tasks/viewer)
 TABLE2_RUNS = "table2_runs"
 """Folder under REPORTS keeping one record per (code writer, repeats, perception, arm) evaluation, so table2.md
 shows the default run and the paper profile's run side by side (a DVC ``persist`` output)."""

@@ -58,6 +58,9 @@ class EvalSettings:
     context: AgentContext = field(default_factory=AgentContext)
     alfworld_metadata_dir: str = ""
     """Scene metadata of ALFWorld's test games (``data/muep/alfworld/metadata``)."""
+    images_dir: str = ""
+    """Where the episode viewer's images go (``<work dir>/images``, content-addressed; tasks/viewer): every state of
+    every episode drawn small by the schematic renderer, its name kept in the step record. Empty: none."""
 
     def metadata_of(self, source: str) -> str:
         """The scene metadata directory of a dataset (``demos`` or ``alfworld``)."""
@@ -124,6 +127,30 @@ def _renderer(settings: EvalSettings):
     return _RENDERERS[key]
 
 
+def _viewer_renderer(settings: EvalSettings, env: EvalEnv):
+    """The renderer of the episode viewer's images (schematic, small), begun on the episode's scene; None without
+    ``images_dir``."""
+    if not settings.images_dir:
+        return None
+    from tasks.muep.render import build_renderer
+    from tasks.viewer.pages import IMAGE_SIZE
+
+    key = ("schematic", IMAGE_SIZE)
+    if key not in _RENDERERS:
+        _RENDERERS[key] = build_renderer(key[0], size=key[1])
+    _RENDERERS[key].begin_scene(env.layout)
+    return _RENDERERS[key]
+
+
+def _viewer_image(settings: EvalSettings, env: EvalEnv, renderer) -> str | None:
+    """The viewer's image of the current state, saved once under ``images_dir``: its file name, or None."""
+    if renderer is None:
+        return None
+    from tasks.viewer.pages import save_image
+
+    return save_image(settings.images_dir, env.image(renderer))
+
+
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:RAW_CHARS]
 
@@ -158,6 +185,8 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
     renderer = _renderer(settings) if agent.multimodal and failure is None else None
     if renderer is not None:
         renderer.begin_scene(env.layout)
+    viewer = _viewer_renderer(settings, env)
+    initial_image = _viewer_image(settings, env, viewer)
     for i in range(1, (params.max_steps if failure is None else 0) + 1):
         clock = time.perf_counter()
         admissible = env.admissible()
@@ -183,7 +212,8 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
         game_s += time.perf_counter() - clock
         steps.append(StepRecord(step=i, action=action, observation=out.observation, valid=out.valid, won=out.won,
                                 goals_met=out.goals_met, raw=raw[:RAW_CHARS] if raw != action else None,
-                                error=error, conditions_met=out.conditions_met))
+                                error=error, conditions_met=out.conditions_met, admissible=action in admissible,
+                                image=_viewer_image(settings, env, viewer)))
         history.append(Turn(current, action))
         observations.append(out.observation)
         actions.append(action)
@@ -206,7 +236,8 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
                            task_type=spec.task_type, instruction=spec.instruction, initial_observation=first,
                            goals_total=env.goals_total, initial_goals_met=initial_goals, success=env.game.won(),
                            end_reason=end, agent_calls=agent.calls, steps=tuple(steps), error=failure,
-                           conditions_total=env.conditions_total, initial_conditions_met=initial_conditions)
+                           conditions_total=env.conditions_total, initial_conditions_met=initial_conditions,
+                           initial_image=initial_image)
     if timings is not None:
         timings.append(EpisodeTiming(agent=label, episode_id=spec.episode_id, steps=len(steps),
                                      load_s=round(load_s - counted_at_load, 6),

@@ -311,8 +311,16 @@ def charts(board: Board) -> list[tuple[str, bytes]]:
     return out
 
 
-def to_html(board: Board, source: str) -> str:
+def to_html(board: Board, source: str, links: dict[str, list[tuple[str, str]]] | None = None) -> str:
+    """``links``: agent label -> (text, href) of its episode pages (tasks/viewer), shown in its rows' first cell."""
     e = html.escape
+    links = links or {}
+
+    def first_cell(label: str) -> str:
+        found = links.get(label, [])
+        return e(label) + ("" if not found else " <small>episodes: " + " ".join(
+            f"<a class='episodes' href='{e(href)}'>{e(text)}</a>" for text, href in found) + "</small>")
+
     parts = ["<!doctype html>", "<html><head><meta charset='utf-8'><title>MuEP leaderboard</title>",
              "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
              "margin-bottom:1.5em;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}"
@@ -326,7 +334,8 @@ def to_html(board: Board, source: str) -> str:
                          f"{base64.b64encode(data).decode('ascii')}'><figcaption>{e(caption)}</figcaption></figure>")
         for title, header, rows in tables(board):
             parts += [f"<h2>{e(title)}</h2>", "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
-            parts += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in r) + "</tr>" for r in rows]
+            parts += ["<tr><td>" + first_cell(r[0]) + "</td>" + "".join(f"<td>{e(c)}</td>" for c in r[1:]) + "</tr>"
+                      for r in rows]
             parts.append("</table>")
             if (note := scripted_note(board, rows)) is not None:
                 parts.append(f"<p>{e(note)}</p>")

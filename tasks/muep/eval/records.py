@@ -68,6 +68,8 @@ class StepRecord:
     raw: str | None = None         # the agent's answer when it differs from ``action`` (truncated)
     error: str | None = None       # the agent's exception, when it raised (the action is then "")
     conditions_met: int = 0        # ALFWorld's goal conditions met after this step
+    admissible: bool | None = None  # the action was among the commands the game offered (None: not recorded)
+    image: str | None = None       # the episode viewer's image of the state after this step (EvalSettings.images_dir)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class EpisodeResult:
     error: str | None = None       # why the agent could not start the episode (end_reason "agent_error")
     conditions_total: int = 0      # ALFWorld's goal conditions of the task
     initial_conditions_met: int = 0
+    initial_image: str | None = None  # the viewer's image of the initial state
 
     @property
     def goals_met(self) -> int:

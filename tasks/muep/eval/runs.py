@@ -134,10 +134,11 @@ def finished_run(tracking: TrackingParams, fingerprint: str) -> str | None:
 
 
 def log_run(tracking: TrackingParams, label: str, split: str, params: dict[str, str], tags: dict[str, str],
-            results: Sequence[EpisodeResult], trajectories: Path, timings: Sequence[dict] = ()
-            ) -> tuple[str, float, bool]:
+            results: Sequence[EpisodeResult], trajectories: Path, timings: Sequence[dict] = (),
+            viewer: Path | None = None) -> tuple[str, float, bool]:
     """One finished run for (agent, split), unless one with the same ``eval_fingerprint`` tag exists. Returns the
-    run id, the seconds the logging took, and whether it logged a new run."""
+    run id, the seconds the logging took, and whether it logged a new run. ``viewer``: a folder of episode pages
+    (tasks/viewer) logged as the run's ``viewer/`` artifact."""
     start = time.perf_counter()
     existing = finished_run(tracking, tags.get("eval_fingerprint", ""))
     if existing is not None:
@@ -151,8 +152,8 @@ def log_run(tracking: TrackingParams, label: str, split: str, params: dict[str, 
         outcomes = Path(tmp) / f"{split}.json"
         outcomes.write_text(json.dumps(outcome_records(ordered), sort_keys=True) + "\n", encoding="utf-8")
         run_id = log_tracked_run(tracking, EXPERIMENT, f"{label} | {split}", run_params=params, tags=tags,
-                                 metrics=metrics, artifacts=[("trajectories", trajectories), ("outcomes", outcomes)],
-                                 dataset=dataset)
+                                 metrics=metrics, artifacts=[("trajectories", trajectories), ("outcomes", outcomes)]
+                                 + ([viewer] if viewer else []), dataset=dataset)
     return run_id, time.perf_counter() - start, True
 
 

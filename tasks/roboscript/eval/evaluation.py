@@ -238,6 +238,17 @@ def runner_pool(ep: RobotEvalParams) -> Iterator[tuple[RunnerPool, dict]]:
                      "backend": ep.backend, "arm": ep.arm, "isolation": ep.isolation}
 
 
+def scene_json(world) -> dict:
+    """What the episode viewer draws of a world before the code runs: the table's footprint and each model's kind,
+    colour and box (the repeats' ``after`` holds the boxes at the end)."""
+    from robot.contract.catalog import colour_hex
+
+    tr = world.table_rect
+    return {"world_id": world.world_id, "table": [round(v, 5) for v in (tr.x0, tr.y0, tr.x1, tr.y1)],
+            "models": {m.name: {"kind": m.kind, "colour": colour_hex(m.colour),
+                                "box": [round(v, 5) for v in m.bbox.as_list()]} for m in world.models}}
+
+
 def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results: dict[str, dict],
                  model: str, ep: RobotEvalParams, pool_info: dict) -> tuple[dict, dict, dict]:
     """(the metrics report -- eval.json, a DVC metrics file --, the details -- code, per-repeat outcomes --, the run
@@ -259,8 +270,10 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
             "instruction": task.instruction, "items": [i.describe() for i in task.evaluation],
             "error": metrics["error"], "code": code.code if code else None,
             "code_check_ok": code.check_ok if code else None, "code_check_reasons": list(code.reasons) if code else [],
+            "world": scene_json(task.world),
             "repeats": [{"status": r["status"], "success": r["success"], "error": r["error"],
-                         "items": r["items"], "steps": r["steps"], "failed_motions": r.get("failed_motions", [])}
+                         "items": r["items"], "steps": r["steps"], "failed_motions": r.get("failed_motions", []),
+                         "calls": r.get("calls", []), "after": (r.get("state") or {}).get("boxes", {})}
                         for r in (result or {}).get("repeats", [])]}
         ran[task.id] = {"runner": (result or {}).get("runner"), "attempts": (result or {}).get("attempts"),
                         "runner_errors": (result or {}).get("runner_errors", []),

@@ -89,8 +89,16 @@ def section_markdown(client, experiment_name: str) -> str | None:
                                              "our runs in the RoboScript table2.md report.")
 
 
-def markdown_table_to_html(markdown: str) -> str:
-    """The small subset we write: a title paragraph and one pipe table."""
+def markdown_table_to_html(markdown: str, links: dict[str, str] | None = None) -> str:
+    """The small subset we write: a title paragraph and one pipe table. ``links``: code writer -> the href of its
+    episode pages (tasks/viewer), linked from its rows' first cell."""
+    links = links or {}
+
+    def first(cell: str) -> str:
+        href = links.get(cell)
+        return html.escape(cell) + (f" <small><a class='episodes' href='{html.escape(href)}'>episodes</a></small>"
+                                    if href else "")
+
     out, rows = [], []
     for line in markdown.splitlines():
         if line.startswith("|"):
@@ -104,6 +112,7 @@ def markdown_table_to_html(markdown: str) -> str:
     if rows:
         head, *body = rows
         out.append("<table><thead><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr></thead><tbody>")
-        out += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in body]
+        out += ["<tr><td>" + first(r[0]) + "</td>" + "".join(f"<td>{html.escape(c)}</td>" for c in r[1:]) + "</tr>"
+                for r in body]
         out.append("</tbody></table>")
     return "\n".join(out)
