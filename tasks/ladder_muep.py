@@ -26,6 +26,7 @@ from tasks import paths
 from tasks.ladder import SERVER, model_label
 from tasks.models.llama_server import LlamaServer
 from tasks.muep.eval import metrics
+from tasks.muep.eval.agents.base import AgentBudgetExhausted
 from tasks.muep.eval.agents.openai_agent import OpenAIAgent
 from tasks.muep.eval.env import announce, engine
 from tasks.muep.eval.episodes import make_batches, select
@@ -165,12 +166,27 @@ class ServedAgent(OpenAIAgent):
     def __init__(self, params: EvalParams, context, client):
         super().__init__(params, context)
         self.client = client
+        self.failure: str | None = None
+
+    def reset(self, episode: EpisodeSpec) -> None:
+        super().reset(episode)
+        self.failure = None
+
+    def act(self, observation):
+        """The ``openai`` agent's action; a request that fails ends the game at once (the harness would count it as
+        an invalid action and ask again) and is kept in :attr:`failure` for :func:`request_failures`."""
+        try:
+            return super().act(observation)
+        except LLMError as exc:
+            self.failure = f"step {observation.step}: {exc}"
+            raise AgentBudgetExhausted(f"the request failed: {exc}") from exc
 
 
-def request_failures(result: EpisodeResult) -> list[str]:
-    """What went wrong asking the model in this game: the harness records an agent's exception as an invalid
-    action (``StepRecord.error``); for the ladder's agent every such exception is a request that failed."""
-    failed = [f"step {s.step}: {s.error}" for s in result.steps if s.error]
+def request_failures(result: EpisodeResult, agent: ServedAgent) -> list[str]:
+    """What went wrong asking the model in this game: a failed request (:attr:`ServedAgent.failure`), or any other
+    exception of the agent, which the harness records as an invalid action (``StepRecord.error``)."""
+    failed = [agent.failure] if agent.failure else []
+    failed += [f"step {s.step}: {s.error}" for s in result.steps if s.error]
     return failed + ([f"at the start: {result.error}"] if result.error else [])
 
 
@@ -187,7 +203,7 @@ def play(specs: Sequence[EpisodeSpec], agent: ServedAgent, label: str, settings:
         announce(games, [(settings.metadata_of(source), *goal) for source, *goal in batch.scene_goals])
         for spec in batch.episodes:
             result = run_episode(spec, agent, label, settings, timings)
-            failures = request_failures(result)
+            failures = request_failures(result, agent)
             if failures:
                 raise LLMError(f"{label}: a request to the model failed in game {spec.episode_id} "
                                f"({failures[0]}); the server's log is {server_log}.",
