@@ -199,7 +199,7 @@ def test_the_stage_plays_smollm2_through_llama_cpp_logs_runs_and_a_rerun_asks_no
     assert "llama.cpp" in smol["agent_kind"] and "zero-shot" in smol["agent_kind"]
     assert smol["overall"]["episodes"] == 2 and set(smol["by_split"]) == {"alfworld_seen", "alfworld_unseen"}
     assert smol["overall"]["ci95"]["indicative"] is True and len(smol["overall"]["ci95"]["sr"]) == 2
-    assert smol["provenance"]["sha256"] and sum(smol["end_reasons"].values()) == 2
+    assert smol["provenance"]["gguf_sha256"] and sum(smol["end_reasons"].values()) == 2
     assert report["protocol"]["stop_rules"] == "max_steps=4, loop_stop" and report["protocol"]["few_shot"] == 0
     chosen = report["games"]["episodes"]
     assert report["games"]["splits"] == {"alfworld_seen": {"games": 3, "chosen": 1},
@@ -218,7 +218,7 @@ def test_the_stage_plays_smollm2_through_llama_cpp_logs_runs_and_a_rerun_asks_no
     assert len(runs) == 2 and {r.data.tags["agent_label"] for r in runs} == {"llama.cpp:smollm2-135m-instruct"}
     run = next(r for r in runs if r.data.tags["split"] == "alfworld_unseen")
     assert run.data.tags["stage"] == "muep-eval" and run.data.tags["ladder_stage"] == "ladder-muep"
-    assert run.data.params["agent"] == "openai" and run.data.params["gguf_sha256"] == smol["provenance"]["sha256"]
+    assert run.data.params["agent"] == "openai" and run.data.params["gguf_sha256"] == smol["provenance"]["gguf_sha256"]
     assert "sr_ci_low" in run.data.metrics and run.data.metrics["n/episodes"] == 1
     outcomes = client.download_artifacts(run.info.run_id, "outcomes/alfworld_unseen.json", str(tmp_path / "o"))
     assert list(json.loads(Path(outcomes).read_text())) == chosen["alfworld_unseen"]
