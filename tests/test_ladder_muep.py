@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 from openai_server import openai_server, server_error  # noqa: F401 (fixture)
+from test_eval_flow import _flow
 
 from core.errors import DataError, LLMError
 from tasks.ladder_muep import allocate, choose_games, stratified_subset
@@ -163,13 +162,6 @@ def test_a_request_that_fails_stops_the_stage_and_names_the_server_log(tmp_path,
 
 # ----------------------------------------------------------------------------------------------------------------
 # The stage, end to end, with SmolLM2 through llama.cpp
-
-
-def _flow(module: str, root: Path, env: dict) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", f"flows.{module}", "--params", str(root / "params.yaml")], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
 
 
 @pytest.mark.prefect
