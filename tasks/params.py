@@ -512,6 +512,29 @@ class LadderRoboScriptParams(Strict):
     runners: Annotated[int, Field(ge=1, le=16)] = 1
 
 
+class LadderMuEPParams(Strict):
+    """The ladder's MuEP part (docs/ladder.md): each model plays ALFWorld's test games zero-shot as the ``openai``
+    agent (its prompt, no demonstrations, greedy) through llama.cpp's server, on the MuEP evaluation harness."""
+
+    splits: list[Literal["alfworld_seen", "alfworld_unseen"]] = ["alfworld_seen", "alfworld_unseen"]
+    games_per_split: Annotated[int, Field(ge=1, le=140)] | None = 1
+    """Games per split: a fixed subset stratified by task type (:func:`tasks.ladder_muep.stratified_subset`) of the
+    games ``muep-alfworld`` wrote (set ``muep.alfworld.games: null`` for all 140 / 134); null = every game."""
+    max_tokens: Annotated[int, Field(ge=1, le=4096)] = 64
+    """Tokens per answer (one action), the same for every model."""
+    max_steps: Annotated[int, Field(ge=1, le=200)] = 30
+    """The paper's cap: at most 30 actions per game."""
+    loop_stop: bool = True
+    """End a game at the first A-A / A-B-A-B loop under the same feedback, as MuEP's released test client does."""
+    max_invalid_streak: Annotated[int, Field(ge=1, le=200)] | None = None
+    """End a game after this many invalid actions in a row (not a rule of the paper); null = off."""
+
+    @field_validator("splits")
+    @classmethod
+    def _some_splits(cls, value: list[str]) -> list[str]:
+        return _names_in(value, "split")
+
+
 class LadderParams(Strict):
     """The model ladder (docs/ladder.md): local GGUF models served one at a time by llama.cpp
     (:mod:`tasks.models.llama_server`) and asked through the ``openai`` backend, like any OpenAI-compatible endpoint.
@@ -526,6 +549,7 @@ class LadderParams(Strict):
     serve: ServeParams = ServeParams(n_ctx=8192, threads=1)
     """The server of each model: a context long enough for the RoboScript prompt (tool docs and ten examples)."""
     roboscript: LadderRoboScriptParams = LadderRoboScriptParams()
+    muep: LadderMuEPParams = LadderMuEPParams()
 
     @field_validator("models")
     @classmethod
