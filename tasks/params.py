@@ -254,6 +254,27 @@ class OpenAIAgentParams(Strict):
         return value
 
 
+class MuEPHTTPParams(Strict):
+    """The ``muep-http`` agent: a model server of MuEP's released client protocol (``tasks.muep.eval.agents.muep_http``)."""
+
+    url: str | None = None
+    """The server, e.g. http://127.0.0.1:8080 (what the released client's ``url`` names)."""
+    model: str = ""
+    """A name for the leaderboard label; empty = the URL."""
+    multimodal: bool = False
+    """Send the rendered state as the frame (the released multimodal client); false = a black frame (text client)."""
+    timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 120.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    max_calls_per_episode: Annotated[int, Field(ge=1, le=1000)] = 40
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"must start with http:// or https://, got {value!r}")
+        return value
+
+
 class HFAgentParams(Strict):
     """A local transformers model (``hf``: causal LM; ``hf-vision``: image-text-to-text) and an optional adapter."""
 
@@ -283,11 +304,16 @@ class EvalParams(GameRunnerParams):
     agents: list[str] = ["oracle", "random"]
     splits: list[Literal["train", "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"]] = [
         "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"]
+    protocol: Literal["muep-released", "alfworld"] = "muep-released"
+    """muep-released: as MuEP's released test client plays (grammar ``muep-released``, "put X in/on Y" and its
+    feedback texts; the episode ends at the first proposed action repeating the last one or completing A-B-A-B,
+    before it is executed); alfworld: ALFWorld's (grammar ``alfworld-0.4``, no loop stop). Both: ``max_steps``.
+    ``tasks.muep.eval.protocol``; docs/muep-eval.md quotes the released client's lines."""
     max_steps: Annotated[int, Field(ge=1, le=200)] = 30
-    """The paper's cap: at most 30 actions per task (section 4.2)."""
+    """The paper's cap: at most 30 actions per task (section 4.2; the released client's ``env_steps = 30``)."""
     loop_stop: bool = False
-    """End an episode as soon as it shows reasoning disorientation (A A or A B A B with the same feedback,
-    ``tasks.muep.eval.metrics.disoriented``), as MuEP's released test client stops looping agents."""
+    """Also end an episode as soon as it shows reasoning disorientation by our RDI rule (A A or A B A B with the
+    same feedback, ``tasks.muep.eval.metrics.disoriented``). Not part of either protocol; off by default."""
     max_invalid_streak: Annotated[int, Field(ge=1, le=200)] | None = None
     """End an episode after this many invalid actions in a row. Not a rule of the paper (it changes IS, LC and RDI
     of weak agents); null = off. The leaderboard names it when a run used it."""
@@ -303,6 +329,7 @@ class EvalParams(GameRunnerParams):
     renderer: str = "schematic"
     render_size: Annotated[int, Field(ge=160, le=1024)] = 300
     openai: OpenAIAgentParams = OpenAIAgentParams()
+    muep_http: MuEPHTTPParams = MuEPHTTPParams()
     hf: HFAgentParams = HFAgentParams()
     hf_vision: HFAgentParams = HFAgentParams()
 
