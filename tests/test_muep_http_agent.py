@@ -1,6 +1,7 @@
 """The ``muep-http`` agent against a small local server of MuEP's released client protocol (written here from the
 protocol's description in docs/muep-eval.md, not from the agent's code): the request fields, the history the client
-builds, the MD5 checks both ways, retries, SKIP, and the closing ``done`` request after a win."""
+builds, the MD5 checks both ways, retries, SKIP, and the closing ``done`` request after a win; and the other way
+round, an agent of ours served to requests written as the released client writes them."""
 
 from __future__ import annotations
 
@@ -9,13 +10,16 @@ import hashlib
 import http.server
 import json
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
-from tasks.muep.eval.agents.muep_http import ProtocolError, action_of, parse_request, request_body
+from tasks.muep.eval.agents.base import Agent, AgentInfo
+from tasks.muep.eval.agents.muep_http import ProtocolError, action_of, parse_request, request_body, serve
 from tasks.muep.eval.records import EpisodeSpec, Observation
 from tasks.params import EvalParams
 
@@ -148,3 +152,58 @@ def test_protocol_helpers_round_trip_and_reject_bad_replies():
         parse_request("[#HISTORY]x")
     with pytest.raises(ValueError, match="http"):
         EvalParams(muep_http={"url": "127.0.0.1:8080"})
+
+
+class Echo(Agent):
+    """Answers with the first admissible command it has not said yet, and remembers what it saw."""
+
+    name = "echo"
+
+    def __init__(self):
+        super().__init__(EvalParams(), AgentContext())
+        self.seen, self.resets = [], []
+
+    @classmethod
+    def describe(cls, params) -> AgentInfo:
+        return AgentInfo(cls.name, cls.name, "echo")
+
+    def reset(self, episode):
+        super().reset(episode)
+        self.resets.append(episode)
+
+    def act(self, observation):
+        self.seen.append(observation)
+        said = {t.action for t in observation.history}
+        return next(c for c in observation.admissible if c not in said)
+
+
+def test_an_agent_of_ours_answers_the_released_clients_requests():
+    echo = Echo()
+    server = serve(echo, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        # a request as the released client writes it, by hand
+        info = {"won": False, "admissible_commands": ["look", "go to desk 1"], "extra.gamefile": "x/y/game.tw-pddl"}
+        body = (f"[#OBSERVATION]{INTRO}[#HISTORY][STATE] a [action] [#INFORMATION]{info!r}"
+                "[#TYPE]pick_and_place_simple-Pen-None-Desk-301/trial_T1[#DONE](False, '0.0')[#IMAGE][[[0, 0, 0]]]")
+        request = urllib.request.Request(url, data=body.encode(), method="POST",
+                                         headers={"MD5": hashlib.md5(body.encode()).hexdigest()})  # noqa: S324
+        with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310
+            raw = reply.read()
+            assert reply.headers["MD5"] == hashlib.md5(raw).hexdigest()  # noqa: S324
+        assert raw.decode()[2:-2] == "go to desk 1"  # what the client keeps of the reply
+        assert echo.resets[-1].task_type == "pick_and_place_simple"
+        assert echo.resets[-1].instruction == "put some pen on desk."
+        # our client against our server: the second step's history holds the first answer
+        client = agent_for(url)
+        client.reset(SPEC)
+        assert client.act(obs(1, INTRO)) == "go to desk 1"
+        assert client.act(obs(2, "You arrive at loc 2. On the desk 1, you see a pen 1.")) == "go to drawer 1"
+        assert [t.action for t in echo.seen[-1].history] == ["go to desk 1"]
+        bad = urllib.request.Request(url, data=b"[#OBSERVATION]x", method="POST", headers={"MD5": "0"})
+        with pytest.raises(urllib.error.HTTPError, match="400"):
+            urllib.request.urlopen(bad, timeout=10)  # noqa: S310
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -182,3 +182,105 @@ class MuEPHTTPAgent(Agent):
         body = request_body(observation.text, self.history, self._information(observation, True), "", True, "1",
                             frame_json(observation.image if self.multimodal else None))
         self._post(body)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The other way round: an agent of ours answering MuEP's released client
+
+
+class ProtocolAnswerer:
+    """Answers the released client's requests with one of our agents: a request whose ``[#TYPE]`` is not empty
+    starts an episode (the client sends the game folder only then, l. 187 and 217), a request with ``done`` true
+    ends it (the answer is ignored by the client). Our agent sees what the client sends: the observation, the
+    admissible commands of ``[#INFORMATION]``, the task from the intro, its own earlier (observation, action) pairs."""
+
+    def __init__(self, agent: Agent):
+        self.agent = agent
+        self.history: list[tuple[str, str]] = []
+        self.current: tuple[str, str] | None = None  # (observation, action) of the last answer
+        self.instruction = ""
+        self.task_type = ""
+
+    def answer(self, body: str) -> str:
+        import ast
+
+        from tasks.muep.eval.records import Turn
+        from tasks.muep.vocab import canonical_task_type
+
+        fields = parse_request(body)
+        done, _ = ast.literal_eval(fields["DONE"])
+        info = ast.literal_eval(fields["INFORMATION"]) if fields["INFORMATION"] else {}
+        if fields["TYPE"]:
+            folder = fields["TYPE"].split("/")[0]
+            self.task_type = canonical_task_type(folder.split("-")[0]) or folder.split("-")[0]
+            intro = fields["OBSERVATION"].split("\n\n")
+            self.instruction = intro[2].removeprefix("Your task is to:").strip() if len(intro) > 2 else ""
+            self.history, self.current = [], None
+            self.agent.reset(EpisodeSpec(fields["TYPE"], "served", "", self.task_type, self.instruction, "", "",
+                                         "muep-released"))
+        elif self.current is not None:
+            self.history.append(self.current)
+        if done:
+            return ""
+        observation = Observation(instruction=self.instruction, task_type=self.task_type, step=len(self.history) + 1,
+                                  text=fields["OBSERVATION"], history=tuple(Turn(o, a) for o, a in self.history),
+                                  admissible=tuple(sorted(info.get("admissible_commands", ()))),
+                                  grammar="muep-released")
+        action = self.agent.act(observation)
+        self.current = (fields["OBSERVATION"], action)
+        return action
+
+
+def serve(agent: Agent, host: str = "127.0.0.1", port: int = 8080):
+    """An HTTP server of the released protocol answering with ``agent`` (one client at a time, as the client plays
+    one game at a time). Returns the server; call ``serve_forever()`` on it."""
+    import http.server
+    import threading
+
+    answerer, lock = ProtocolAnswerer(agent), threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.headers.get("MD5") != md5(body):
+                self.send_error(400, "MD5 header does not match the body")
+                return
+            try:
+                with lock:
+                    out = reply_body(answerer.answer(body.decode("utf-8")))
+            except (ProtocolError, ValueError, SyntaxError) as exc:
+                self.send_error(400, f"not a request of MuEP's client protocol: {exc}")
+                return
+            self.send_response(200)
+            self.send_header("MD5", md5(out))
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args):
+            pass
+
+    return http.server.ThreadingHTTPServer((host, port), Handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tasks.muep.eval.agents.muep_http --agent hf --port 8080``: serve an agent of ours (built from
+    params.yaml's ``muep.eval``) to MuEP's released client."""
+    import argparse
+
+    from tasks.muep.eval.agents import AgentContext, build_agent
+    from tasks.params import load_params
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--agent", required=True, help="registry name (core.plugins.AGENTS), e.g. hf, openai")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    args = parser.parse_args(argv)
+    params = load_params().muep.eval
+    server = serve(build_agent(args.agent, params, AgentContext(seed=params.seed)), args.host, args.port)
+    print(f"serving {args.agent} to MuEP's client at http://{args.host}:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
