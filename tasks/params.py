@@ -353,6 +353,8 @@ class EvalParams(GameRunnerParams):
         for agent, key in (("hf", "hf"), ("hf-vision", "hf_vision")):
             if agent in self.agents and not getattr(self, key).model_path:
                 raise ValueError(f"agents lists {agent!r} but {key}.model_path is null")
+        if "muep-http" in self.agents and not self.muep_http.url:
+            raise ValueError("agents lists 'muep-http' but muep_http.url is null")
         return self
 
 

@@ -384,10 +384,12 @@ def _eval(**kw) -> dict:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"agents": ["oracle", "gpt5"]}, "muep.eval.agents: unknown agent 'gpt5'; registered: hf, hf-vision, openai"),
+    ({"agents": ["oracle", "gpt5"]}, "muep.eval.agents: unknown agent 'gpt5'; registered: hf, hf-vision, muep-http, openai"),
     ({"agents": []}, "muep.eval.agents: lists no agent"),
     ({"agents": ["random", "random"]}, "muep.eval.agents: lists an agent twice"),
     ({"agents": ["hf"]}, "muep.eval: agents lists 'hf' but hf.model_path is null"),
+    ({"agents": ["muep-http"]}, "muep.eval: agents lists 'muep-http' but muep_http.url is null"),
+    ({"protocol": "alfred"}, "muep.eval.protocol: Input should be 'muep-released' or 'alfworld'"),
     ({"splits": ["test"]}, "muep.eval.splits[0]: Input should be 'train', 'seen_test', 'unseen_test', "
                            "'alfworld_seen' or 'alfworld_unseen'"),
     ({"max_invalid_streak": 0}, "muep.eval.max_invalid_streak"),
