@@ -18,7 +18,8 @@ from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.episodes import make_batches, select
 from tasks.muep.eval.harness import EvalSettings, run_batch, run_episode
 from tasks.muep.eval.metrics import disoriented, episode_metrics, tally
-from tasks.muep.eval.protocol import PROTOCOLS, for_protocol
+from tasks.muep.eval.env import for_protocol
+from tasks.muep.eval.protocol import PROTOCOLS
 from tasks.muep.eval.records import Observation
 from tasks.params import EvalParams
 

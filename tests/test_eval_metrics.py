@@ -8,7 +8,8 @@ import pytest
 
 from tasks.muep.eval.goals import GoalCounter, GoalTracker
 from tasks.muep.eval.metrics import Tally, disoriented, episode_metrics, report, tally
-from tasks.muep.eval.protocol import convert_command, released_repeat
+from tasks.muep.eval.env import convert_command
+from tasks.muep.eval.protocol import released_repeat
 from tasks.muep.eval.records import EpisodeResult, StepRecord
 from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.world_state import WorldState

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from core.errors import DataError
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
 from tasks.muep.eval.agents.base import Agent
-from tasks.muep.eval.env import EvalEnv, announce, engine, normalise_action
+from tasks.muep.eval.env import EvalEnv, announce, engine, for_protocol, normalise_action
 from tasks.muep.eval.metrics import disoriented
-from tasks.muep.eval.protocol import PROTOCOLS, for_protocol, released_repeat
+from tasks.muep.eval.protocol import PROTOCOLS, released_repeat
 from tasks.muep.eval.records import (
     EpisodeResult,
     EpisodeSpec,

@@ -9,17 +9,14 @@ stops.
 * ``alfworld`` -- ALFWorld's: grammar ``alfworld-0.4`` (``move X to Y``), 30 actions, no loop stop.
 
 A protocol plays every episode in its own grammar, whatever grammar the episodes were made in: the expert's
-``put`` commands are rewritten (:func:`for_protocol`), every other command is the same in all grammars.
+``put`` commands are rewritten (:func:`tasks.muep.eval.env.for_protocol`), every other command is the same in all
+grammars. This module does not import the game engine: the leaderboard reads :data:`PROTOCOLS`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-
-from tasks.muep.eval.records import EpisodeSpec
-from tasks.muep.textworld_env import put_command
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -38,8 +35,6 @@ PROTOCOLS = {
 #: How many proposals the released client remembers (``deque(maxlen=4)``, network_textworld_client.py l. 104-107, 196).
 MEMORY = 4
 
-_PUT = (re.compile(r"^move (?P<o>.+?) to (?P<r>.+)$"), re.compile(r"^put (?P<o>.+?) in/on (?P<r>.+)$"))
-
 
 def released_repeat(previous: Sequence[str], action: str) -> str | None:
     """The released client's stop rule (``is_aa_or_abab``, network_textworld_client.py l. 109-118): ``previous``
@@ -53,20 +48,3 @@ def released_repeat(previous: Sequence[str], action: str) -> str | None:
     if len(recent) >= 3 and recent[-1] == recent[-3] and recent[-2] == action:
         return "A-B-A-B"
     return None
-
-
-def convert_command(command: str, grammar: str) -> str:
-    """``command`` in ``grammar``: a put command ("move X to Y" / "put X in/on Y") is respelled, others are kept."""
-    for pattern in _PUT:
-        m = pattern.match(command)
-        if m:
-            return put_command(m["o"], m["r"], grammar)
-    return command
-
-
-def for_protocol(spec: EpisodeSpec, protocol: Protocol) -> EpisodeSpec:
-    """The episode as ``protocol`` plays it: in its grammar, the expert's actions respelled."""
-    if spec.grammar == protocol.grammar:
-        return spec
-    actions = tuple(convert_command(a, protocol.grammar) for a in spec.expert_actions)
-    return EpisodeSpec(**(asdict(spec) | {"grammar": protocol.grammar, "expert_actions": actions}))
