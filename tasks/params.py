@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     Field,
     ValidationError,
     field_validator,
@@ -231,11 +232,21 @@ class SFTParams(Strict):
     """(observation, action) pairs before the current step given to the model; 0 = the current observation only."""
 
 
+def _http(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {value!r}")
+    return value
+
+
+HttpURL = Annotated[str, AfterValidator(_http)]
+"""An endpoint's URL (http:// or https://)."""
+
+
 class OpenAIAgentParams(Strict):
     """The ``openai`` evaluation agent: a chat model behind any OpenAI-compatible endpoint."""
 
     model: str = "gpt-4o-mini"
-    base_url: str | None = None
+    base_url: HttpURL | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
     max_tokens: Annotated[int, Field(ge=1, le=4096)] = 64
@@ -246,18 +257,11 @@ class OpenAIAgentParams(Strict):
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 60.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
 
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {value!r}")
-        return value
-
 
 class MuEPHTTPParams(Strict):
     """The ``muep-http`` agent: a model server of MuEP's released client protocol (``tasks.muep.eval.agents.muep_http``)."""
 
-    url: str | None = None
+    url: HttpURL | None = None
     """The server, e.g. http://127.0.0.1:8080 (what the released client's ``url`` names)."""
     model: str = ""
     """A name for the leaderboard label; empty = the URL."""
@@ -266,13 +270,6 @@ class MuEPHTTPParams(Strict):
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 120.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
     max_calls_per_episode: Annotated[int, Field(ge=1, le=1000)] = 40
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {value!r}")
-        return value
 
 
 class HFAgentParams(Strict):
