@@ -407,3 +407,20 @@ def test_eval_params_are_validated(change, message):
 def test_repository_eval_params_are_the_defaults():
     assert load_params(REPO / "params.yaml").muep.eval == EvalParams()
     assert EvalParams().agents == ["oracle", "random"] and EvalParams().max_steps == 30
+
+
+def test_demonstrations_are_shown_in_the_protocols_grammar():
+    from tasks.muep.eval.prompts import chat_messages, respelled, transcript
+
+    text = transcript(["You are in a room.", "You pick up the apple 1 from the table 1.",
+                       "You move the apple 1 to the fridge 1."],
+                      ["take apple 1 from table 1", "move apple 1 to fridge 1"])
+    assert respelled(text, "alfworld-0.4") == text
+    released = respelled(text, "muep-released")
+    assert "> put apple 1 in/on fridge 1\nYou put the apple 1 in/on the fridge 1." in released
+    assert "move" not in released and "> take apple 1 from table 1" in released
+    obs = Observation(instruction="put an apple in fridge.", task_type="pick_and_place_simple", step=1,
+                      text="You are in a room.", history=(), admissible=(), grammar="muep-released")
+    system = chat_messages(obs, [("pick_and_place_simple", text)])[0]["content"]
+    assert "put {object} in/on {receptacle}".split()[0] in system and "> put apple 1 in/on fridge 1" in system
+    assert "move" not in system
