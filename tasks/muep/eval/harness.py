@@ -211,7 +211,7 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
         if params.max_invalid_streak is not None and streak >= params.max_invalid_streak:
             end = "invalid_streak"
             break
-    if steps and failure is None:
+    if steps and failure is None and type(agent).finish is not Agent.finish:  # only agents that listen
         clock = time.perf_counter()
         try:
             agent.finish(Observation(instruction=spec.instruction, task_type=spec.task_type, step=len(steps) + 1,
