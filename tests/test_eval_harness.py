@@ -255,3 +255,18 @@ def test_oracle_scores_sr_1_on_the_default_pipelines_test_splits(default_data):
     rates = tally(results).rates()
     assert len(results) > 0 and rates["sr"] == 1.0 and rates["lc"] == 1.0, \
         [(r.episode_id, r.end_reason) for r in results if not r.success]
+
+
+def test_an_agent_that_listens_hears_how_the_episode_ended(data, specs):
+    class Listener(Scripted):
+        def finish(self, observation, won):
+            self.ended = (observation.text, won, observation.step)
+
+    spec = specs["pick_and_place_simple"]
+    plan = for_protocol(spec, PROTOCOLS["muep-released"]).expert_actions
+    agent = Listener(list(plan))
+    r = run_episode(spec, agent, "listener", settings(data, protocol="muep-released"))
+    assert r.success and agent.ended == (r.steps[-1].observation, True, len(plan) + 1)
+    loser = Listener(["look", "look"])
+    run_episode(spec, loser, "listener", settings(data, protocol="muep-released"))
+    assert loser.ended[1] is False
