@@ -126,8 +126,8 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     assert "## Main results: ALFWorld's test games" in md and "## Main results: MuEP's generated test episodes" in md
     assert "Per task type, ALFWorld #Unseen" in md and "Per task type, generated #Seen" in md
     assert "| oracle | pick heat then place | 1 | 100.0 |" in md
-    assert f"`max_steps={max_steps}, invalid_streak=2` (openai:test-model, oracle, random) -- the invalid-action " \
-           "streak" in md
+    assert f"`protocol=muep-released, max_steps={max_steps}, invalid_streak=2` (openai:test-model, oracle, random) " \
+           "-- the invalid-action streak" in md
     assert html.count("data:image/png;base64,") == 2 and "<table>" in html
 
 
