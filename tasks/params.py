@@ -259,7 +259,8 @@ class OpenAIAgentParams(Strict):
 
 
 class MuEPHTTPParams(Strict):
-    """The ``muep-http`` agent: a model server of MuEP's released client protocol (``tasks.muep.eval.agents.muep_http``)."""
+    """The ``muep-http`` agent: a model server of MuEP's released client protocol
+    (``tasks.muep.eval.agents.muep_http``)."""
 
     url: HttpURL | None = None
     """The server, e.g. http://127.0.0.1:8080 (what the released client's ``url`` names)."""

@@ -384,7 +384,8 @@ def _eval(**kw) -> dict:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"agents": ["oracle", "gpt5"]}, "muep.eval.agents: unknown agent 'gpt5'; registered: hf, hf-vision, muep-http, openai"),
+    ({"agents": ["oracle", "gpt5"]},
+     "muep.eval.agents: unknown agent 'gpt5'; registered: hf, hf-vision, muep-http, openai"),
     ({"agents": []}, "muep.eval.agents: lists no agent"),
     ({"agents": ["random", "random"]}, "muep.eval.agents: lists an agent twice"),
     ({"agents": ["hf"]}, "muep.eval: agents lists 'hf' but hf.model_path is null"),

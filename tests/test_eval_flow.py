@@ -177,6 +177,6 @@ def test_leaderboard_puts_alfworlds_games_first_each_dataset_on_its_newest_versi
     assert [r[0] for r in tables(board)[1][2]] == ["random"]                             # only who played them
     md = to_markdown(board, "x")
     assert "Protocol and stop rules: " in md
-    assert ("`protocol=alfworld, max_steps=30, invalid_streak=10` (llm) -- the invalid-action streak stop is NOT a rule "
-            "of the paper") in md
+    assert ("`protocol=alfworld, max_steps=30, invalid_streak=10` (llm) -- the invalid-action streak stop is NOT a "
+            "rule of the paper") in md
     assert "`max_steps=30` (oracle, random)" in md

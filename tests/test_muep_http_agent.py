@@ -100,8 +100,8 @@ def test_requests_carry_the_clients_fields_and_history():
         assert agent.act(obs(2, "You arrive at loc 2. On the desk 1, you see a pen 1.")) == "take pen 1 from desk 1"
     first, second = (fields(r) for r in server.requests)
     assert first["OBSERVATION"] == INTRO
-    assert first["HISTORY"] == ("[STATE] You are in the middle of a room. Looking quickly around you, you see a desk 1, "
-                                "and a drawer 1. Your task is to: put some pen on desk. [action] ")
+    assert first["HISTORY"] == ("[STATE] You are in the middle of a room. Looking quickly around you, you see a "
+                                "desk 1, and a drawer 1. Your task is to: put some pen on desk. [action] ")
     assert first["TYPE"] == "pick_and_place_simple-Pen-None-Desk/e1" and second["TYPE"] == ""
     assert ast.literal_eval(first["DONE"]) == (False, "0.0") and ast.literal_eval(second["DONE"]) == (False, "0")
     info = ast.literal_eval(first["INFORMATION"])

@@ -8,7 +8,8 @@ splits ``alfworld_seen`` / ``alfworld_unseen``) and MuEP's generated test episod
 Which runs: for each (agent label, split), the newest finished run -- of the newest data version of its dataset
 (among that dataset's runs), unless ``all_versions`` (then each label's newest run of any version). Overall figures
 are the splits' tallies added up, so they are exact, not averages of averages. The header names the protocol and
-stop rules the runs played by (``protocol=muep-released``: MuEP's released client's grammar and repeat stop); an invalid-action streak stop (not in the paper) is named with the agents it applied to.
+stop rules the runs played by (``protocol=muep-released``: MuEP's released client's grammar and repeat stop); an
+invalid-action streak stop (not in the paper) is named with the agents it applied to.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 #: Why an episode ended: won; the paper's 30-step cap (``max_steps``); a loop (``loop``: the released client's repeat
-#: stop of protocol ``muep-released``, or our RDI rule with ``muep.eval.loop_stop``); the optional invalid-action streak; the agent's call budget; an agent that cannot start.
+#: stop of protocol ``muep-released``, or our RDI rule with ``muep.eval.loop_stop``); the optional invalid-action
+#: streak; the agent's call budget; an agent that cannot start.
 END_REASONS = ("won", "max_steps", "loop", "invalid_streak", "call_budget", "agent_error")
 
 

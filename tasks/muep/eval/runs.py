@@ -84,7 +84,8 @@ def run_fields(agent: str, info, params: EvalParams, split: str, episodes: int, 
     streak = params.max_invalid_streak
     run_params = {"agent": agent, "label": info.label, "model": info.model, "adapter": info.adapter,
                   "grammar": PROTOCOLS[params.protocol].grammar, "data_grammar": grammar,
-                  "protocol": params.protocol, "renderer": params.renderer if info.multimodal else "none", "dataset": dataset,
+                  "protocol": params.protocol, "renderer": params.renderer if info.multimodal else "none",
+                  "dataset": dataset,
                   "dataset_version": version, "episodes_sha256": episodes_sha, "split": split, "episodes": episodes,
                   "max_steps": params.max_steps, "loop_stop": params.loop_stop,
                   "max_invalid_streak": "off" if streak is None else streak, "seed": params.seed}
