@@ -47,6 +47,7 @@ AGENTS = Registry("agent", {
     "oracle": "tasks.muep.eval.agents.oracle:OracleAgent",
     "random": "tasks.muep.eval.agents.random_agent:RandomAgent",
     "openai": "tasks.muep.eval.agents.openai_agent:OpenAIAgent",
+    "muep-http": "tasks.muep.eval.agents.muep_http:MuEPHTTPAgent",
     "hf": "tasks.muep.eval.agents.hf:HFAgent",
     "hf-vision": "tasks.muep.eval.agents.hf:HFVisionAgent",
 })

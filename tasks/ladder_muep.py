@@ -141,7 +141,8 @@ def eval_params(ladder: LadderParams, name: str, base_url: str) -> EvalParams:
     agent = OpenAIAgentParams(model=name, base_url=base_url, temperature=ladder.temperature,
                               max_tokens=lm.max_tokens, max_calls_per_episode=lm.max_steps, few_shot=0,
                               timeout_s=600.0, max_retries=0)
-    return EvalParams(agents=[AGENT], splits=list(lm.splits), max_steps=lm.max_steps, loop_stop=lm.loop_stop,
+    return EvalParams(agents=[AGENT], splits=list(lm.splits), protocol=lm.protocol, max_steps=lm.max_steps,
+                      loop_stop=lm.loop_stop,
                       max_invalid_streak=lm.max_invalid_streak, seed=ladder.seed, openai=agent)
 
 
@@ -252,7 +253,7 @@ def protocol(ladder: LadderParams) -> dict[str, Any]:
             "prompt": {"file": paths.rel(PROMPTS_FILE), "version": templates()["version"],
                        "sha256": hashlib.sha256(PROMPTS_FILE.read_bytes()).hexdigest()},
             "temperature": ladder.temperature, "max_tokens": lm.max_tokens, "seed": ladder.seed,
-            "max_steps": lm.max_steps, "loop_stop": lm.loop_stop, "max_invalid_streak": lm.max_invalid_streak,
+            "protocol": lm.protocol, "max_steps": lm.max_steps, "loop_stop": lm.loop_stop, "max_invalid_streak": lm.max_invalid_streak,
             "stop_rules": stop_rules(ev), "server": SERVER,
             "server_settings": ladder.serve.model_dump(exclude={"host", "port", "startup_timeout_s"})}
 

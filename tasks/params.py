@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     Field,
     ValidationError,
     field_validator,
@@ -245,11 +246,21 @@ class SFTParams(Strict):
     """(observation, action) pairs before the current step given to the model; 0 = the current observation only."""
 
 
+def _http(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"must start with http:// or https://, got {value!r}")
+    return value
+
+
+HttpURL = Annotated[str, AfterValidator(_http)]
+"""An endpoint's URL (http:// or https://)."""
+
+
 class OpenAIAgentParams(Strict):
     """The ``openai`` evaluation agent: a chat model behind any OpenAI-compatible endpoint."""
 
     model: str = "gpt-4o-mini"
-    base_url: str | None = None
+    base_url: HttpURL | None = None
     api_key_env: str = "OPENAI_API_KEY"
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
     max_tokens: Annotated[int, Field(ge=1, le=4096)] = 64
@@ -260,12 +271,20 @@ class OpenAIAgentParams(Strict):
     timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 60.0
     max_retries: Annotated[int, Field(ge=0, le=10)] = 2
 
-    @field_validator("base_url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"must start with http:// or https://, got {value!r}")
-        return value
+
+class MuEPHTTPParams(Strict):
+    """The ``muep-http`` agent: a model server of MuEP's released client protocol
+    (``tasks.muep.eval.agents.muep_http``)."""
+
+    url: HttpURL | None = None
+    """The server, e.g. http://127.0.0.1:8080 (what the released client's ``url`` names)."""
+    model: str = ""
+    """A name for the leaderboard label; empty = the URL."""
+    multimodal: bool = False
+    """Send the rendered state as the frame (the released multimodal client); false = a black frame (text client)."""
+    timeout_s: Annotated[float, Field(gt=0.0, le=600.0)] = 120.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 2
+    max_calls_per_episode: Annotated[int, Field(ge=1, le=1000)] = 40
 
 
 class HFAgentParams(Strict):
@@ -297,11 +316,16 @@ class EvalParams(GameRunnerParams):
     agents: list[str] = ["oracle", "random"]
     splits: list[Literal["train", "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"]] = [
         "seen_test", "unseen_test", "alfworld_seen", "alfworld_unseen"]
+    protocol: Literal["muep-released", "alfworld"] = "muep-released"
+    """muep-released: as MuEP's released test client plays (grammar ``muep-released``, "put X in/on Y" and its
+    feedback texts; the episode ends at the first proposed action repeating the last one or completing A-B-A-B,
+    before it is executed); alfworld: ALFWorld's (grammar ``alfworld-0.4``, no loop stop). Both: ``max_steps``.
+    ``tasks.muep.eval.protocol``; docs/muep-eval.md quotes the released client's lines."""
     max_steps: Annotated[int, Field(ge=1, le=200)] = 30
-    """The paper's cap: at most 30 actions per task (section 4.2)."""
+    """The paper's cap: at most 30 actions per task (section 4.2; the released client's ``env_steps = 30``)."""
     loop_stop: bool = False
-    """End an episode as soon as it shows reasoning disorientation (A A or A B A B with the same feedback,
-    ``tasks.muep.eval.metrics.disoriented``), as MuEP's released test client stops looping agents."""
+    """Also end an episode as soon as it shows reasoning disorientation by our RDI rule (A A or A B A B with the
+    same feedback, ``tasks.muep.eval.metrics.disoriented``). Not part of either protocol; off by default."""
     max_invalid_streak: Annotated[int, Field(ge=1, le=200)] | None = None
     """End an episode after this many invalid actions in a row. Not a rule of the paper (it changes IS, LC and RDI
     of weak agents); null = off. The leaderboard names it when a run used it."""
@@ -317,6 +341,7 @@ class EvalParams(GameRunnerParams):
     renderer: str = "schematic"
     render_size: Annotated[int, Field(ge=160, le=1024)] = 300
     openai: OpenAIAgentParams = OpenAIAgentParams()
+    muep_http: MuEPHTTPParams = MuEPHTTPParams()
     hf: HFAgentParams = HFAgentParams()
     hf_vision: HFAgentParams = HFAgentParams()
 
@@ -340,6 +365,8 @@ class EvalParams(GameRunnerParams):
         for agent, key in (("hf", "hf"), ("hf-vision", "hf_vision")):
             if agent in self.agents and not getattr(self, key).model_path:
                 raise ValueError(f"agents lists {agent!r} but {key}.model_path is null")
+        if "muep-http" in self.agents and not self.muep_http.url:
+            raise ValueError("agents lists 'muep-http' but muep_http.url is null")
         return self
 
 
@@ -522,10 +549,14 @@ class LadderMuEPParams(Strict):
     games ``muep-alfworld`` wrote (set ``muep.alfworld.games: null`` for all 140 / 134); null = every game."""
     max_tokens: Annotated[int, Field(ge=1, le=4096)] = 64
     """Tokens per answer (one action), the same for every model."""
+    protocol: Literal["muep-released", "alfworld"] = "muep-released"
+    """As ``muep.eval.protocol``: MuEP's released client (its grammar, texts and the stop at the first repeated action,
+    A-A / A-B-A-B, before it is executed) or ALFWorld's (no such stop)."""
     max_steps: Annotated[int, Field(ge=1, le=200)] = 30
     """The paper's cap: at most 30 actions per game."""
-    loop_stop: bool = True
-    """End a game at the first A-A / A-B-A-B loop under the same feedback, as MuEP's released test client does."""
+    loop_stop: bool = False
+    """End a game at the first A-A / A-B-A-B loop under the same feedback as well (``muep.eval.loop_stop``; not part of
+    either protocol)."""
     max_invalid_streak: Annotated[int, Field(ge=1, le=200)] | None = None
     """End a game after this many invalid actions in a row (not a rule of the paper); null = off."""
 

@@ -384,10 +384,13 @@ def _eval(**kw) -> dict:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"agents": ["oracle", "gpt5"]}, "muep.eval.agents: unknown agent 'gpt5'; registered: hf, hf-vision, openai"),
+    ({"agents": ["oracle", "gpt5"]},
+     "muep.eval.agents: unknown agent 'gpt5'; registered: hf, hf-vision, muep-http, openai"),
     ({"agents": []}, "muep.eval.agents: lists no agent"),
     ({"agents": ["random", "random"]}, "muep.eval.agents: lists an agent twice"),
     ({"agents": ["hf"]}, "muep.eval: agents lists 'hf' but hf.model_path is null"),
+    ({"agents": ["muep-http"]}, "muep.eval: agents lists 'muep-http' but muep_http.url is null"),
+    ({"protocol": "alfred"}, "muep.eval.protocol: Input should be 'muep-released' or 'alfworld'"),
     ({"splits": ["test"]}, "muep.eval.splits[0]: Input should be 'train', 'seen_test', 'unseen_test', "
                            "'alfworld_seen' or 'alfworld_unseen'"),
     ({"max_invalid_streak": 0}, "muep.eval.max_invalid_streak"),
@@ -405,3 +408,20 @@ def test_eval_params_are_validated(change, message):
 def test_repository_eval_params_are_the_defaults():
     assert load_params(REPO / "params.yaml").muep.eval == EvalParams()
     assert EvalParams().agents == ["oracle", "random"] and EvalParams().max_steps == 30
+
+
+def test_demonstrations_are_shown_in_the_protocols_grammar():
+    from tasks.muep.eval.prompts import chat_messages, respelled, transcript
+
+    text = transcript(["You are in a room.", "You pick up the apple 1 from the table 1.",
+                       "You move the apple 1 to the fridge 1."],
+                      ["take apple 1 from table 1", "move apple 1 to fridge 1"])
+    assert respelled(text, "alfworld-0.4") == text
+    released = respelled(text, "muep-released")
+    assert "> put apple 1 in/on fridge 1\nYou put the apple 1 in/on the fridge 1." in released
+    assert "move" not in released and "> take apple 1 from table 1" in released
+    obs = Observation(instruction="put an apple in fridge.", task_type="pick_and_place_simple", step=1,
+                      text="You are in a room.", history=(), admissible=(), grammar="muep-released")
+    system = chat_messages(obs, [("pick_and_place_simple", text)])[0]["content"]
+    assert "put {object} in/on {receptacle}".split()[0] in system and "> put apple 1 in/on fridge 1" in system
+    assert "move" not in system

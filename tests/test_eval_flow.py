@@ -90,7 +90,9 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     assert len(runs) == 12 and {r.info.status for r in runs} == {"FINISHED"}
     run = next(r for r in runs if r.data.tags["agent"] == "oracle" and r.data.tags["split"] == "unseen_test")
     assert run.data.params["dataset_version"] == oracle["dataset_versions"]["demos"]
-    assert run.data.params["model"] == "ff-planner" and run.data.tags["stop_rules"] == f"max_steps={max_steps}, invalid_streak=2"
+    assert run.data.params["model"] == "ff-planner" and run.data.tags["stop_rules"] == (
+        f"protocol=muep-released, max_steps={max_steps}, invalid_streak=2")
+    assert (run.data.params["protocol"], run.data.params["grammar"]) == ("muep-released", "muep-released")
     assert run.data.metrics["sr"] == 1.0 and run.data.metrics["n/episodes"] == 3
     assert run.data.metrics["gcs_alfworld"] == 1.0 and run.data.metrics["time/total_s"] > 0
     alf = next(r for r in runs if r.data.tags["agent"] == "oracle" and r.data.tags["split"] == "alfworld_seen")
@@ -132,8 +134,8 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     assert "## Main results: ALFWorld's test games" in md and "## Main results: MuEP's generated test episodes" in md
     assert "Per task type, ALFWorld #Unseen" in md and "Per task type, generated #Seen" in md
     assert "| oracle | pick heat then place | 1 | 100.0 |" in md
-    assert f"`max_steps={max_steps}, invalid_streak=2` (openai:test-model, oracle, random) -- the invalid-action " \
-           "streak" in md
+    assert f"`protocol=muep-released, max_steps={max_steps}, invalid_streak=2` (openai:test-model, oracle, random) " \
+           "-- the invalid-action streak" in md
     assert html.count("data:image/png;base64,") == 2 and "<table>" in html
 
 
@@ -168,7 +170,8 @@ def test_leaderboard_puts_alfworlds_games_first_each_dataset_on_its_newest_versi
     runs = [_summary("random", "seen_test", "d2", 5, 1), _summary("random", "alfworld_seen", "a1", 3, 0, "muep-alfworld"),
             _summary("oracle", "alfworld_seen", "a1", 4, 2, "muep-alfworld"),
             _summary("oracle", "alfworld_unseen", "a1", 4, 2, "muep-alfworld"),
-            _summary("llm", "alfworld_unseen", "a1", 4, 1, "muep-alfworld", "max_steps=30, invalid_streak=10"),
+            _summary("llm", "alfworld_unseen", "a1", 4, 1, "muep-alfworld",
+                     "protocol=alfworld, max_steps=30, invalid_streak=10"),
             _summary("random", "seen_test", "d1", 1, 0)]
     board = build(runs)
     assert board.splits == ["alfworld_seen", "alfworld_unseen", "seen_test"]     # both datasets, each its newest data
@@ -181,7 +184,9 @@ def test_leaderboard_puts_alfworlds_games_first_each_dataset_on_its_newest_versi
     assert [r[0] for r in tables(board)[0][2]] == ["oracle", "llm", "random"]            # by SR on ALFWorld's games
     assert [r[0] for r in tables(board)[1][2]] == ["random"]                             # only who played them
     md = to_markdown(board, "x")
-    assert "`max_steps=30, invalid_streak=10` (llm) -- the invalid-action streak stop is NOT a rule of the paper" in md
+    assert "Protocol and stop rules: " in md
+    assert ("`protocol=alfworld, max_steps=30, invalid_streak=10` (llm) -- the invalid-action streak stop is NOT a "
+            "rule of the paper") in md
     assert "`max_steps=30` (oracle, random)" in md
 
 

@@ -6,6 +6,7 @@ translation per scene instance with the same results as episodes played one by o
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -17,6 +18,8 @@ from tasks.muep.eval.agents.base import Agent, AgentInfo
 from tasks.muep.eval.episodes import make_batches, select
 from tasks.muep.eval.harness import EvalSettings, run_batch, run_episode
 from tasks.muep.eval.metrics import disoriented, episode_metrics, tally
+from tasks.muep.eval.env import for_protocol
+from tasks.muep.eval.protocol import PROTOCOLS
 from tasks.muep.eval.records import Observation
 from tasks.params import EvalParams
 
@@ -34,7 +37,9 @@ def specs(data):
 
 
 def settings(data, **eval_params) -> EvalSettings:
-    return EvalSettings(metadata_dir=str(data.metadata_dir), params=EvalParams(**eval_params), context=AgentContext())
+    """ALFWorld's protocol unless a test names another: most tests here are about the harness, not the protocol."""
+    params = EvalParams(**({"protocol": "alfworld"} | eval_params))
+    return EvalSettings(metadata_dir=str(data.metadata_dir), params=params, context=AgentContext())
 
 
 class Scripted(Agent):
@@ -58,15 +63,17 @@ class Scripted(Agent):
         return answer
 
 
-def test_oracle_wins_every_task_type_with_every_action_valid(data, specs):
+@pytest.mark.parametrize("protocol", ["muep-released", "alfworld"])
+def test_oracle_wins_every_task_type_with_every_action_valid(data, specs, protocol):
     assert len(specs) == 6  # one episode of each task type, in both test splits
     agent = build_agent("oracle", EvalParams(), AgentContext())
-    results = [run_episode(spec, agent, "oracle", settings(data)) for spec in specs.values()]
+    results = [run_episode(spec, agent, "oracle", settings(data, protocol=protocol)) for spec in specs.values()]
     for r in results:
         assert r.success and r.end_reason == "won", (r.episode_id, r.steps[-1])
         assert r.goals_met == r.goals_total > r.initial_goals_met, r.episode_id  # the counters agree with the game
         assert r.conditions_met == r.conditions_total > r.initial_conditions_met, r.episode_id
-        assert [s.action for s in r.steps] == list(specs[r.task_type].expert_actions)
+        assert [s.action for s in r.steps] == list(for_protocol(specs[r.task_type], PROTOCOLS[protocol]).expert_actions)
+        assert r.protocol == protocol and r.stopped_action is None
     rates = tally(results).rates()
     assert rates["sr"] == rates["lc"] == rates["gcs"] == rates["gcs_alfworld"] == rates["pr"] == 1.0
     assert rates["rdi"] is None  # no failed episode
@@ -107,9 +114,10 @@ def test_misbehaving_agents_become_invalid_actions_within_the_caps(data, specs, 
     assert m.disoriented  # the same answer under the same feedback, again and again
 
 
-def test_only_the_papers_stop_rules_apply_by_default(data, specs):
+def test_only_the_papers_stop_rules_apply_under_alfworlds_protocol(data, specs):
     params = EvalParams()
-    assert (params.max_steps, params.loop_stop, params.max_invalid_streak) == (30, False, None)
+    assert (params.protocol, params.max_steps, params.loop_stop, params.max_invalid_streak) == (
+        "muep-released", 30, False, None)
     r = run_episode(specs["pick_and_place_simple"], Scripted([], ""), "mute", settings(data))
     assert r.end_reason == "max_steps" and len(r.steps) == 30 and not any(x.valid for x in r.steps)
     assert episode_metrics(r).disoriented  # still counted for RDI: the same empty answer, the same feedback
@@ -126,6 +134,38 @@ def test_the_loop_stop_ends_an_episode_at_the_first_loop(data, specs):
     expert = run_episode(spec, build_agent("oracle", EvalParams(), AgentContext()), "oracle",
                          settings(data, loop_stop=True))
     assert expert.end_reason == "won"  # a plan never loops
+
+
+@pytest.mark.parametrize(("script", "executed", "pattern"), [
+    (["look", "look"], ["look"], "A-A"),
+    (["", ""], [""], "A-A"),                                   # invalid answers repeat too
+    (["look", "inventory", "look", "inventory"], ["look", "inventory", "look"], "A-B-A-B"),
+    (["go to desk 1", "look", "look"], ["go to desk 1", "look"], "A-A"),
+])
+def test_the_released_protocol_stops_at_the_first_repeated_proposal_unexecuted(data, specs, script, executed, pattern):
+    r = run_episode(specs["pick_and_place_simple"], Scripted(script, "examine desk 1"), "rep",
+                    settings(data, protocol="muep-released"))
+    assert r.end_reason == "loop" and [x.action for x in r.steps] == executed and r.stopped_action == script[-1]
+    assert episode_metrics(r).disoriented  # counts for RDI: the stop fired
+    walk = run_episode(specs["pick_and_place_simple"], Scripted(["look", "inventory", "look", "examine desk 1"] * 8),
+                       "walk", settings(data, protocol="muep-released"))
+    assert walk.end_reason == "max_steps" and len(walk.steps) == 30  # A-B-A-C is no repeat
+    assert not episode_metrics(walk).disoriented
+
+
+def test_the_released_grammar_speaks_put_in_on_and_arrives_at_numbered_locations(data, specs):
+    spec = specs["pick_and_place_simple"]
+    played = for_protocol(spec, PROTOCOLS["muep-released"])
+    r = run_episode(spec, build_agent("oracle", EvalParams(), AgentContext()), "oracle",
+                    settings(data, protocol="muep-released"))
+    assert r.success and any(a.startswith("put ") and " in/on " in a for a in played.expert_actions)
+    arrived = [x.observation for x in r.steps if x.action.startswith("go to ")]
+    assert arrived and all(re.match(r"You arrive at loc \d+\. ", o) for o in arrived), arrived
+    put = next(x for x in r.steps if x.action.startswith("put "))
+    assert put.observation.startswith("You put the ") and " in/on the " in put.observation
+    agent = Scripted(["look"])
+    run_episode(spec, agent, "s", settings(data, protocol="muep-released", max_steps=1))
+    assert "help" not in agent.seen[0].admissible and agent.seen[0].grammar == "muep-released"
 
 
 def test_budget_exhaustion_ends_the_episode_without_an_action(data, specs):
@@ -215,3 +255,18 @@ def test_oracle_scores_sr_1_on_the_default_pipelines_test_splits(default_data):
     rates = tally(results).rates()
     assert len(results) > 0 and rates["sr"] == 1.0 and rates["lc"] == 1.0, \
         [(r.episode_id, r.end_reason) for r in results if not r.success]
+
+
+def test_an_agent_that_listens_hears_how_the_episode_ended(data, specs):
+    class Listener(Scripted):
+        def finish(self, observation, won):
+            self.ended = (observation.text, won, observation.step)
+
+    spec = specs["pick_and_place_simple"]
+    plan = for_protocol(spec, PROTOCOLS["muep-released"]).expert_actions
+    agent = Listener(list(plan))
+    r = run_episode(spec, agent, "listener", settings(data, protocol="muep-released"))
+    assert r.success and agent.ended == (r.steps[-1].observation, True, len(plan) + 1)
+    loser = Listener(["look", "look"])
+    run_episode(spec, loser, "listener", settings(data, protocol="muep-released"))
+    assert loser.ended[1] is False

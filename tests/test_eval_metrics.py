@@ -8,6 +8,8 @@ import pytest
 
 from tasks.muep.eval.goals import GoalCounter, GoalTracker
 from tasks.muep.eval.metrics import Tally, disoriented, episode_metrics, report, tally
+from tasks.muep.eval.env import convert_command
+from tasks.muep.eval.protocol import released_repeat
 from tasks.muep.eval.records import EpisodeResult, StepRecord
 from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.world_state import WorldState
@@ -285,3 +287,47 @@ def test_pick_and_place_is_found_and_placed():
     assert (goals.subgoals(_state(), set()), goals.conditions(_state())) == (0, 0)
     placed = _state(placements={"potato 2": "diningtable 1"})
     assert (goals.subgoals(placed, {"potato 2"}), goals.conditions(placed)) == (2, 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The released protocol (tasks.muep.eval.protocol): its repeat rule and how RDI counts under it
+
+
+@pytest.mark.parametrize(("previous", "action", "expected"), [
+    ([], "look", None),                                            # the first action is never a repeat
+    (["look"], "look", "A-A"),
+    (["go to desk 1", "look"], "look", "A-A"),
+    (["look", "inventory", "look"], "inventory", "A-B-A-B"),
+    (["look", "inventory", "look"], "examine desk 1", None),         # A-B-A-C
+    (["look", "inventory"], "look", None),                         # A-B-A: not yet
+    (["a", "b", "c", "look", "inventory", "look"], "inventory", "A-B-A-B"),  # only the last four are remembered
+    (["go to desk 1", "Go to desk 1"], "go to desk 1", None),      # exact strings, as the client compares them
+])
+def test_released_repeat_rule(previous, action, expected):
+    assert released_repeat(previous, action) == expected
+
+
+def test_rdi_under_the_released_protocol_is_the_repeat_stop():
+    stopped = episode("S", "seen_test", "pick_and_place_simple", [("look", "You are in a room.", True, 0, 0)])
+    stopped = EpisodeResult(**(stopped.__dict__ | {"protocol": "muep-released", "end_reason": "loop",
+                                                   "stopped_action": "look"}))
+    assert episode_metrics(stopped).disoriented
+    # the same trajectory under ALFWorld's protocol: one action, no pattern
+    plain = EpisodeResult(**(stopped.__dict__ | {"protocol": "alfworld", "end_reason": "max_steps",
+                                                 "stopped_action": None}))
+    assert not episode_metrics(plain).disoriented
+    # a released-protocol episode that ran out of steps with the same feedback repeated is not (the stop came first
+    # in a real run; the record says it did not fire)
+    ran_out = EpisodeResult(**(B.__dict__ | {"protocol": "muep-released"}))
+    assert not episode_metrics(ran_out).disoriented and episode_metrics(B).disoriented
+    assert EpisodeResult.from_json(stopped.to_json()) == stopped
+
+
+def test_put_commands_are_respelled_between_grammars_and_others_kept():
+    assert convert_command("move apple 1 to fridge 1", "muep-released") == "put apple 1 in/on fridge 1"
+    assert convert_command("put apple 1 in/on fridge 1", "alfworld-0.4") == "move apple 1 to fridge 1"
+    assert convert_command("put apple 1 in/on fridge 1", "muep") == "put apple 1 in/on fridge 1"
+    for kept in ("go to fridge 1", "put bowl 1 into box 1", "take apple 1 from fridge 1"):
+        assert convert_command(kept, "muep-released") == kept
+    with pytest.raises(ValueError, match="unknown grammar"):
+        convert_command("move a 1 to b 1", "klingon")

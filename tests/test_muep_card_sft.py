@@ -242,7 +242,8 @@ def test_card_explains_episode_length_against_alfworlds_walkthroughs(tmp_path):
     card = (tmp_path / "reports" / "dataset_card.md").read_text(encoding="utf-8")
     assert "**6.25 image-text pairs per episode** (5.25 actions plus the initial state): 47% below the paper's " \
            "11.83" in card
-    assert "| pick & place | 4.00 | 4.33 |" in card and "2 x 5.25 = 10.50 here" in card
+    assert "| pick & place | 4.00 | 4.33 |" in card and "5.25 per episode here: fewer, not more" in card
+    assert "cannot be settled from what MuEP released" in card and "two pairs per action; nothing released" in card
 
 
 def test_card_is_deterministic(tmp_path):

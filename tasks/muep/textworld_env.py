@@ -7,7 +7,12 @@ we set them right after loading, as ALFWorld's own environment wrapper does.
 Two action grammars are selectable and recorded with every record:
 
 * ``alfworld-0.4`` -- ALFWorld 0.4's ``move X to Y``;
-* ``muep`` -- the older ``put X in/on Y`` form that MuEP's published data uses.
+* ``muep`` -- the older ``put X in/on Y`` form that MuEP's published data uses;
+* ``muep-released`` -- the whole grammar file of MuEP's released test client (``testing_environment/alfworld/data/
+  alfred.twl2`` of github.com/kanxueli/MuEP): ``put X in/on Y``, its feedback "You put the X in/on the Y." and "You
+  arrive at loc N." (the location's name, numbered by the released ``Demangler``), and no ``help`` command (our
+  games keep its rule, as ALFWorld 0.4's domain has the action, but do not offer it). Derived from ALFWorld 0.4's
+  file by those edits; :data:`RELEASED_GRAMMAR_SHA256` checks the result byte for byte (``help`` left out).
 
 :func:`load_game` builds each game from scratch, as TextWorld does. :class:`GameEngine` plays many games one after
 the other in one process and makes that cheap (one ``PddlEnv`` reused, one Fast Downward translation per scene
@@ -16,6 +21,7 @@ instance, memoised grammar parses: ``tasks.muep.textworld_fast``); its games beh
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -32,7 +38,19 @@ from tasks.muep.world_state import WorldState, state_from_facts
 GRAMMARS = {
     "alfworld-0.4": 'template :: "move {o} to {r}";',
     "muep": 'template :: "put {o} in/on {r}";',
+    "muep-released": 'template :: "put {o} in/on {r}";',
 }
+#: sha256 of MuEP's released ``testing_environment/alfworld/data/alfred.twl2`` (github.com/kanxueli/MuEP, 2d03c6c):
+#: what :func:`_grammar` ("muep-released") must produce from ALFWorld 0.4's file.
+RELEASED_GRAMMAR_SHA256 = "d955e6db384c68ac5797e881b795fd36d788e87a03547f9a87e48fbd7c5b361b"
+#: The released file's edits of ALFWorld 0.4's (besides the ``PutObject`` templates): (ours, theirs).
+_RELEASED_EDITS = (
+    ('"rhs": "You arrive at {r.name}. #examineReceptacle.feedback#"',
+     '"rhs": "You arrive at {lend.name}. #examineReceptacle.feedback#"'),
+    ('"rhs": "You move the {o.name} to the {r.name}."', '"rhs": "You put the {o.name} in/on the {r.name}."'),
+    ('action PutEmptyReceptacleObjectinReceptacle {\n    template :: "move {o} to {r}";',
+     'action PutEmptyReceptacleObjectinReceptacle {\n    template :: "put {o} in/on {r}";'),
+)
 GOAL_PLACEHOLDER = "UNKNOWN GOAL."
 START_LOCATION = "loc_start"
 log = logging.getLogger("embp")
@@ -50,10 +68,47 @@ def _grammar(version: str) -> str:
     if put_rule not in text:
         raise DataError(f"{alfworld_data.grammar_file()}: no `PutObject` rule with the `move {{o}} to {{r}}` template; "
                         "this grammar file is not ALFWorld 0.4's.")
-    return text.replace(put_rule, "action PutObject {\n    " + GRAMMARS[version])
+    text = text.replace(put_rule, "action PutObject {\n    " + GRAMMARS[version])
+    if version == "muep-released":
+        text = _released(text)
+    return text
+
+
+def _released(text: str) -> str:
+    """ALFWorld 0.4's grammar (``PutObject`` already edited) -> MuEP's released one, checked by its hash."""
+    for ours, theirs in _RELEASED_EDITS:
+        if text.count(ours) != 1:
+            raise DataError(f"{alfworld_data.grammar_file()}: expected one {ours!r}; this grammar file is not "
+                            "ALFWorld 0.4's.")
+        text = text.replace(ours, theirs)
+    help_at = text.find("\n\naction help {")
+    if help_at < 0:
+        raise DataError(f"{alfworld_data.grammar_file()}: no `help` action; this grammar file is not ALFWorld 0.4's.")
+    # The released file has no `help` action (nor has its domain); ALFWorld 0.4's domain, which our games use, has,
+    # and TextWorld needs a template for every action of the domain: the rule stays, and ``Game.admissible`` leaves
+    # "help" out under this grammar.
+    digest = hashlib.sha256((text[:help_at] + "\n").encode("utf-8")).hexdigest()
+    if digest != RELEASED_GRAMMAR_SHA256:
+        raise DataError(f"the grammar derived from {alfworld_data.grammar_file()} is not MuEP's released alfred.twl2 "
+                        f"(sha256 {digest}, expected {RELEASED_GRAMMAR_SHA256}).")
+    return text
+
+
+def released_location_names(location_ids: Iterable[str]) -> dict[str, str]:
+    """Display names of location entities as MuEP's released client shows them ("loc 7"): its ``Demangler``
+    (``testing_environment/alfworld/agents/utils/misc.py``, l. 19-69) sorts the entity ids, counts the ids of each
+    name, and hands out the numbers count, count-1, ... in sorted order (``list.pop()``). The sort runs on ALFWorld's
+    mangled spelling (``_minus_`` for "-"), which we rebuild for ours."""
+    def mangled(key: str) -> str:
+        return key.replace("-", "_minus_").replace("+", "_plus_").replace(".", "_dot_").replace(",", "_comma_")
+
+    ordered = sorted(set(location_ids), key=mangled)
+    return {key: f"loc {len(ordered) - i}" for i, key in enumerate(ordered)}
 
 
 def put_command(obj: str, receptacle: str, grammar: str) -> str:
+    if grammar not in GRAMMARS:
+        raise ValueError(f"unknown grammar {grammar!r}; known: {', '.join(GRAMMARS)}")
     return f"move {obj} to {receptacle}" if grammar == "alfworld-0.4" else f"put {obj} in/on {receptacle}"
 
 
@@ -148,7 +203,8 @@ class Game:
         return state.feedback, self._state(0, None)
 
     def admissible(self) -> list[str]:
-        return list(self.env.state["admissible_commands"])
+        commands = list(self.env.state["admissible_commands"])
+        return [c for c in commands if c != "help"] if self.grammar == "muep-released" else commands
 
     def step(self, command: str, index: int) -> Step:
         valid = command in self.env.state["_valid_commands"]
@@ -177,6 +233,11 @@ def _game(env, problem: Problem, grammar: str, within: Callable[[], AbstractCont
     location_of: dict[str, str] = {}
     for r in problem.receptacles:
         location_of.setdefault(r.location, r.name)
+    if grammar == "muep-released":
+        locations = {loc.lower() for loc in location_of} | {START_LOCATION}
+        keys = [key for key in env._entity_infos if key.lower() in locations]  # noqa: SLF001
+        for key, name in released_location_names(keys).items():
+            env._entity_infos[key].name = name  # noqa: SLF001
     return Game(problem, grammar, env, location_of, within)
 
 

@@ -11,16 +11,18 @@ TextWorld keeps a game's state in Fast Downward's process-global library: one ga
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from core.errors import DataError
 from tasks.muep.demos import scene_context
 from tasks.muep.eval.goals import GoalCounter, GoalTracker
+from tasks.muep.eval.protocol import Protocol
 from tasks.muep.eval.records import EpisodeSpec
 from tasks.muep.pddl import Problem
-from tasks.muep.textworld_env import Game, GameEngine
+from tasks.muep.textworld_env import Game, GameEngine, put_command
 from tasks.muep.world_state import SceneLayout, WorldState
 
 #: Longest action string sent to the game; longer answers are cut (and are invalid anyway).
@@ -42,6 +44,26 @@ def normalise_action(raw: object) -> str:
     if not isinstance(raw, str):
         return ""
     return " ".join(raw.split())[:MAX_ACTION_CHARS]
+
+
+_PUT = (re.compile(r"^move (?P<o>.+?) to (?P<r>.+)$"), re.compile(r"^put (?P<o>.+?) in/on (?P<r>.+)$"))
+
+
+def convert_command(command: str, grammar: str) -> str:
+    """``command`` in ``grammar``: a put command ("move X to Y" / "put X in/on Y") is respelled, others are kept."""
+    for pattern in _PUT:
+        m = pattern.match(command)
+        if m:
+            return put_command(m["o"], m["r"], grammar)
+    return command
+
+
+def for_protocol(spec: EpisodeSpec, protocol: Protocol) -> EpisodeSpec:
+    """The episode as ``protocol`` plays it: in its grammar, the expert's actions respelled."""
+    if spec.grammar == protocol.grammar:
+        return spec
+    actions = tuple(convert_command(a, protocol.grammar) for a in spec.expert_actions)
+    return EpisodeSpec(**(asdict(spec) | {"grammar": protocol.grammar, "expert_actions": actions}))
 
 
 def pose(spec: EpisodeSpec, metadata_dir: str) -> tuple[Problem, SceneLayout]:

@@ -1,10 +1,13 @@
 """Playing episodes: one batch of episodes, each played by every agent of the batch, in one worker process, one game
 at a time.
 
-An episode: reset the game; then up to ``max_steps`` times show the agent an :class:`Observation` and send its
-answer to the game. It ends when the game is won or after ``max_steps`` actions (the paper's rules), or, when enabled,
-at the first loop (``loop_stop``: the RDI rule of :func:`tasks.muep.eval.metrics.disoriented`, as MuEP's test client
-stops looping agents) or after ``max_invalid_streak`` invalid actions in a row (not in the paper; off by default). It
+An episode is played by the protocol of ``muep.eval.protocol`` (:mod:`tasks.muep.eval.protocol`): in its grammar,
+reset the game; then up to ``max_steps`` times show the agent an :class:`Observation` and send its answer to the game.
+It ends when the game is won or after ``max_steps`` actions; under ``muep-released`` also at the first answer that
+repeats the last one or completes A-B-A-B, which is then not executed (``end_reason: loop``, the answer kept as
+``stopped_action``), as MuEP's released client stops. When enabled, it also ends at our RDI rule's first loop
+(``loop_stop``: :func:`tasks.muep.eval.metrics.disoriented`) or after ``max_invalid_streak`` invalid actions in a
+row (in no protocol; off by default). It
 also ends when the agent may not make another model call (``call_budget``); an agent whose ``reset`` raises fails
 the episode without an action (``agent_error``).
 
@@ -31,8 +34,9 @@ from dataclasses import dataclass, field
 from core.errors import DataError
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
 from tasks.muep.eval.agents.base import Agent
-from tasks.muep.eval.env import EvalEnv, announce, engine, normalise_action
+from tasks.muep.eval.env import EvalEnv, announce, engine, for_protocol, normalise_action
 from tasks.muep.eval.metrics import disoriented
+from tasks.muep.eval.protocol import PROTOCOLS, released_repeat
 from tasks.muep.eval.records import (
     EpisodeResult,
     EpisodeSpec,
@@ -165,6 +169,8 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
                 timings: list[EpisodeTiming] | None = None) -> EpisodeResult:
     """Play one episode; its timing is appended to ``timings`` when given."""
     params = settings.params
+    protocol = PROTOCOLS[params.protocol]
+    spec = for_protocol(spec, protocol)
     start, cpu_start = time.perf_counter(), time.process_time()
     env = EvalEnv.start(spec, settings.metadata_for(spec))
     load_s = time.perf_counter() - start
@@ -175,7 +181,7 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
     steps: list[StepRecord] = []
     history: list[Turn] = []
     observations, actions = [first], []
-    current, streak, end, failure = first, 0, "max_steps", None
+    current, streak, end, failure, stopped = first, 0, "max_steps", None, None
     clock = time.perf_counter()
     try:
         agent.reset(spec if agent.privileged else spec.without_expert())
@@ -207,6 +213,9 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
         agent_s += time.perf_counter() - clock
         action = normalise_action(answer)
         raw = agent.last_raw if agent.last_raw is not None else (answer if isinstance(answer, str) else repr(answer))
+        if protocol.released_stop and released_repeat(actions, action) is not None:
+            end, stopped = "loop", action
+            break
         clock = time.perf_counter()
         out = env.step(action)
         game_s += time.perf_counter() - clock
@@ -232,12 +241,21 @@ def run_episode(spec: EpisodeSpec, agent: Agent, label: str, settings: EvalSetti
         if params.max_invalid_streak is not None and streak >= params.max_invalid_streak:
             end = "invalid_streak"
             break
+    if steps and failure is None and type(agent).finish is not Agent.finish:  # only agents that listen
+        clock = time.perf_counter()
+        try:
+            agent.finish(Observation(instruction=spec.instruction, task_type=spec.task_type, step=len(steps) + 1,
+                                     text=current, history=tuple(history), admissible=env.admissible(),
+                                     grammar=spec.grammar), end == "won")
+        except Exception as exc:  # noqa: BLE001 - the episode is over; an agent's goodbye cannot change it
+            log.warning("agent %s: finish() failed after episode %s: %s", label, spec.episode_id, _error(exc))
+        agent_s += time.perf_counter() - clock
     result = EpisodeResult(agent=label, episode_id=spec.episode_id, split=spec.split, scene=spec.scene,
                            task_type=spec.task_type, instruction=spec.instruction, initial_observation=first,
                            goals_total=env.goals_total, initial_goals_met=initial_goals, success=env.game.won(),
                            end_reason=end, agent_calls=agent.calls, steps=tuple(steps), error=failure,
                            conditions_total=env.conditions_total, initial_conditions_met=initial_conditions,
-                           initial_image=initial_image)
+                           initial_image=initial_image, protocol=protocol.name, stopped_action=stopped)
     if timings is not None:
         timings.append(EpisodeTiming(agent=label, episode_id=spec.episode_id, steps=len(steps),
                                      load_s=round(load_s - counted_at_load, 6),

@@ -7,8 +7,9 @@ splits ``alfworld_seen`` / ``alfworld_unseen``) and MuEP's generated test episod
 
 Which runs: for each (agent label, split), the newest finished run -- of the newest data version of its dataset
 (among that dataset's runs), unless ``all_versions`` (then each label's newest run of any version). Overall figures
-are the splits' tallies added up, so they are exact, not averages of averages. The header names the stop rules the
-runs played by; an invalid-action streak stop (not in the paper) is named with the agents it applied to.
+are the splits' tallies added up, so they are exact, not averages of averages. The header names the protocol and
+stop rules the runs played by (``protocol=muep-released``: MuEP's released client's grammar and repeat stop); an
+invalid-action streak stop (not in the paper) is named with the agents it applied to.
 
 Error bars: SR, GCS and PR cells carry their 95 % bootstrap interval over episodes (overall figures resampled within
 each split), computed from each run's per-episode outcomes (:func:`attach_outcomes`) with :mod:`tasks.stats`; rows
@@ -240,7 +241,7 @@ def _preamble(board: Board, source: str) -> str:
     for spelled, labels in board.stop_rules().items():
         extra = " -- the invalid-action streak stop is NOT a rule of the paper" if "invalid_streak" in spelled else ""
         rules.append(f"`{spelled}` ({', '.join(labels)}){extra}")
-    return (f"{len(board.runs)} MLflow runs from {source}; dataset versions {versions}. Stop rules: "
+    return (f"{len(board.runs)} MLflow runs from {source}; dataset versions {versions}. Protocol and stop rules: "
             f"{'; '.join(rules) or 'none'}. SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
             "(ALFWorld's goal conditions), LC, RDI and PR (progress rate) in %; IS = mean steps of the successful "
             "episodes, IS (all) = of all episodes. \"-\" = undefined (no successful / failed episode). SR, GCS and "

@@ -15,8 +15,10 @@ Per episode (from its :class:`~tasks.muep.eval.records.EpisodeResult`); the pape
   exception or an empty answer is an invalid action.
 * **PR** (progress rate, AgentBoard; not in the paper) -- the largest fraction of ALFWorld's goal conditions met
   after any action of the episode (0 for an episode without actions); averaged over episodes.
-* **RDI** -- failed episodes that show reasoning disorientation / failed episodes (the paper's p_rdi / p_fail), by
-  the rule of :func:`disoriented`.
+* **RDI** -- failed episodes that show reasoning disorientation / failed episodes (the paper's p_rdi / p_fail):
+  under protocol ``muep-released`` an episode the released client's repeat stop ended (``end_reason: loop`` with its
+  ``stopped_action``: that stop comes first, since any loop of :func:`disoriented` repeats the actions too); under
+  ``alfworld`` by the rule of :func:`disoriented` on the whole trajectory.
 
 Rates with an empty denominator (IS over no success, RDI over no failure, LC without actions) are ``None``: shown
 as "-" in tables, left out of MLflow, ``null`` in the JSON reports.
@@ -98,8 +100,15 @@ def episode_metrics(result: EpisodeResult) -> EpisodeMetrics:
     return EpisodeMetrics(
         success=result.success, steps=len(steps), valid=sum(s.valid for s in steps), goals_met=result.goals_met,
         goals_total=result.goals_total, conditions_met=result.conditions_met, conditions_total=total,
-        progress=progress, disoriented=disoriented(observations, [s.action for s in steps]),
+        progress=progress, disoriented=episode_disoriented(result, observations),
     )
+
+
+def episode_disoriented(result: EpisodeResult, observations: Sequence[str]) -> bool:
+    """Does the episode count for RDI? See the module docstring."""
+    if result.protocol == "muep-released":
+        return result.end_reason == "loop" and result.stopped_action is not None
+    return disoriented(observations, [s.action for s in result.steps])
 
 
 # ----------------------------------------------------------------------------------------------------------------

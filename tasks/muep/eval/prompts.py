@@ -60,8 +60,24 @@ def transcript(observations: list[str], actions: list[str]) -> str:
     return "\n".join(lines)
 
 
+_MOVE = (re.compile(r"^(> (?:Action: )?)move (.+?) to (.+)$", re.MULTILINE),
+         re.compile(r"You move the (.+?) to the (.+?)\."))
+
+
+def respelled(transcript_text: str, grammar: str) -> str:
+    """A demonstration of the ``alfworld-0.4`` grammar in a grammar that puts with "put X in/on Y": its put commands
+    and their feedback ("You put the X in/on the Y.") respelled; unchanged for ``alfworld-0.4``. Other texts stay
+    (a "You arrive at" line names the receptacle, where the released grammar names the location)."""
+    if grammar == "alfworld-0.4":
+        return transcript_text
+    command, feedback = _MOVE
+    text = command.sub(lambda m: f"{m[1]}put {m[2]} in/on {m[3]}", transcript_text)
+    return feedback.sub(lambda m: f"You put the {m[1]} in/on the {m[2]}.", text)
+
+
 def chat_messages(observation: Observation, examples: list[tuple[str, str]] = ()) -> list[dict[str, str]]:
     t = templates()
+    examples = [(kind, respelled(text, observation.grammar)) for kind, text in examples]
     messages = [{"role": "system", "content": system_message(observation.grammar, examples)}]
     for turn in observation.history:
         messages.append({"role": "user", "content": t["observation"].format(text=turn.observation.strip())})

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-#: Why an episode ended: won; the paper's 30-step cap (``max_steps``); the loop stop (``loop``, with
-#: ``muep.eval.loop_stop``); the optional invalid-action streak; the agent's call budget; an agent that cannot start.
+#: Why an episode ended: won; the paper's 30-step cap (``max_steps``); a loop (``loop``: the released client's repeat
+#: stop of protocol ``muep-released``, or our RDI rule with ``muep.eval.loop_stop``); the optional invalid-action
+#: streak; the agent's call budget; an agent that cannot start.
 END_REASONS = ("won", "max_steps", "loop", "invalid_streak", "call_budget", "agent_error")
 
 
@@ -53,7 +54,7 @@ class Observation:
     text: str                      # the current text observation (the game's last feedback; the intro at step 1)
     history: tuple[Turn, ...]      # every earlier (observation, action) pair, oldest first
     admissible: tuple[str, ...]    # the commands the game accepts now (sorted)
-    grammar: str                   # alfworld-0.4 | muep
+    grammar: str                   # alfworld-0.4 | muep | muep-released
     image: bytes | None = None     # PNG of the current state, for multimodal agents only
 
 
@@ -91,6 +92,9 @@ class EpisodeResult:
     conditions_total: int = 0      # ALFWorld's goal conditions of the task
     initial_conditions_met: int = 0
     initial_image: str | None = None  # the viewer's image of the initial state
+    protocol: str = "alfworld"     # the protocol played (tasks.muep.eval.protocol); older records: alfworld's rules
+    stopped_action: str | None = None
+    """Under ``muep-released``: the proposed action that repeated (A-A / A-B-A-B) and ended the episode unexecuted."""
 
     @property
     def goals_met(self) -> int:

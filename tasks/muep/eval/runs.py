@@ -3,8 +3,9 @@ leaderboard.
 
 A run holds
 
-* params -- agent, label, model, adapter, grammar, renderer, dataset, dataset_version, episodes_sha256, split, the
-  stop rules (``max_steps``, ``loop_stop``, ``max_invalid_streak``), seed;
+* params -- agent, label, model, adapter, protocol, grammar (the protocol's, played), data_grammar (the episodes'),
+  renderer, dataset, dataset_version, episodes_sha256, split, the stop rules (``max_steps``, ``loop_stop``,
+  ``max_invalid_streak``), seed;
 * metrics -- the rates of :mod:`tasks.muep.eval.metrics` for the split (``sr``, ``is_success``, ``is_all``, ``gcs``,
   ``gcs_alfworld``, ``lc``, ``rdi``, ``pr``) and per task type (``sr/<task type>``...), plus the tallies they come
   from (``n/<field>`` and ``n/<field>/<task type>``), so that splits add up exactly to overall figures; and where
@@ -35,6 +36,7 @@ from core.io import atomic_path
 from tasks import paths
 from tasks.muep import layout
 from tasks.muep.eval.metrics import EpisodeMetrics, Tally, episode_metrics, intervals
+from tasks.muep.eval.protocol import PROTOCOLS
 from tasks.muep.eval.records import EpisodeResult
 from tasks.params import EvalParams, TrackingParams
 from tasks.tracking import DatasetRef
@@ -77,7 +79,7 @@ def write_results(path: Path, results: Sequence[EpisodeResult]) -> Path:
 
 def stop_rules(params: EvalParams) -> str:
     """The stop rules an evaluation played by, in words: the paper's cap, then the optional ones that are on."""
-    rules = [f"max_steps={params.max_steps}"]
+    rules = [f"protocol={params.protocol}", f"max_steps={params.max_steps}"]
     if params.loop_stop:
         rules.append("loop_stop")
     if params.max_invalid_streak is not None:
@@ -90,7 +92,9 @@ def run_fields(agent: str, info, params: EvalParams, split: str, episodes: int, 
     """The params and tags of one (agent, split) run: what was evaluated, on which data, under which rules."""
     streak = params.max_invalid_streak
     run_params = {"agent": agent, "label": info.label, "model": info.model, "adapter": info.adapter,
-                  "grammar": grammar, "renderer": params.renderer if info.multimodal else "none", "dataset": dataset,
+                  "grammar": PROTOCOLS[params.protocol].grammar, "data_grammar": grammar,
+                  "protocol": params.protocol, "renderer": params.renderer if info.multimodal else "none",
+                  "dataset": dataset,
                   "dataset_version": version, "episodes_sha256": episodes_sha, "split": split, "episodes": episodes,
                   "max_steps": params.max_steps, "loop_stop": params.loop_stop,
                   "max_invalid_streak": "off" if streak is None else streak, "seed": params.seed}

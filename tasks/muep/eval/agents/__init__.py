@@ -4,6 +4,7 @@ that table.
 * ``oracle`` -- replays the planner's actions (episodes.parquet): SR = LC = 1 on every episode, a harness check;
 * ``random`` -- a random admissible command, seeded per episode;
 * ``openai`` -- a chat model over any OpenAI-compatible endpoint (prompt with few-shot demonstrations);
+* ``muep-http`` -- a model server of MuEP's released test client protocol (its request and reply format);
 * ``hf`` -- a local causal LM (transformers), optional PEFT adapter, or a baseline of ``tasks.train``;
 * ``hf-vision`` -- a local image-text-to-text model fed the rendered image of the state.
 

@@ -72,5 +72,8 @@ class Agent(ABC):
         """The next action. May raise: the harness records an invalid action (or ends the episode on
         :class:`AgentBudgetExhausted`)."""
 
+    def finish(self, observation: Observation, won: bool) -> None:
+        """The episode ended after the action that led to ``observation`` (``won`` or not). Default: nothing."""
+
     def close(self) -> None:
         """Release what the agent holds."""
