@@ -88,7 +88,8 @@ def spec(data):
 def _openai_params(server: FakeOpenAIServer | None, **kw) -> EvalParams:
     openai = {"model": "test-model", "base_url": server.base_url if server else None, "max_retries": 0,
               "timeout_s": 5.0} | kw.pop("openai", {})
-    return EvalParams(agents=["openai"], openai=OpenAIAgentParams(**openai), **kw)
+    # the agent's mechanics, not a protocol's stop rule: ALFWorld's protocol never stops at a repeated action
+    return EvalParams(agents=["openai"], openai=OpenAIAgentParams(**openai), **({"protocol": "alfworld"} | kw))
 
 
 def _settings(data, params: EvalParams, examples=None) -> EvalSettings:
@@ -204,9 +205,9 @@ def tiny_llama(tmp_path_factory):
 def test_hf_agent_loads_model_and_adapter_and_plays(data, spec, tiny_llama):
     from peft import PeftModel
 
-    params = EvalParams(agents=["hf"], max_steps=2, hf=HFAgentParams(model_path=str(tiny_llama / "model"),
-                                                                     adapter_path=str(tiny_llama / "adapter"),
-                                                                     max_new_tokens=4))
+    params = EvalParams(agents=["hf"], max_steps=2, protocol="alfworld",
+                        hf=HFAgentParams(model_path=str(tiny_llama / "model"), adapter_path=str(tiny_llama / "adapter"),
+                                         max_new_tokens=4))
     AGENTS.load("hf").preflight(params)
     assert AGENTS.load("hf").describe(params).label == "hf:model+adapter (zero-shot) [rank]"
     s = _settings(data, params)
@@ -222,8 +223,9 @@ def test_hf_agent_loads_model_and_adapter_and_plays(data, spec, tiny_llama):
 @pytest.mark.parametrize("selection", ["rank", "generate", "generate-closest"])
 def test_hf_action_selection_turns_the_model_into_one_command(data, spec, tiny_llama, selection):
     """rank and generate-closest always send an admissible (valid) command; generate sends what the model wrote."""
-    params = EvalParams(agents=["hf"], max_steps=3, hf=HFAgentParams(model_path=str(tiny_llama / "model"),
-                                                                     max_new_tokens=4, action_selection=selection))
+    params = EvalParams(agents=["hf"], max_steps=3, protocol="alfworld",
+                        hf=HFAgentParams(model_path=str(tiny_llama / "model"), max_new_tokens=4,
+                                         action_selection=selection))
     assert AGENTS.load("hf").describe(params).label.endswith(f"[{selection}]")
     s = _settings(data, params)
     r = run_episode(spec, build_agent("hf", params, s.context), "hf", s)

@@ -136,8 +136,9 @@ def test_a_model_that_answers_garbage_scores_what_it_scores(tmp_path, openai_ser
     assert [r.episode_id for r in results] == [s.episode_id for s in specs] and len(timings) == 2
     assert not any(r.success for r in results)
     assert all(not s.valid and s.action == "i think the answer is 42, my friend" for r in results for s in r.steps)
-    assert {r.end_reason for r in results} == {"loop"}          # the same answer, the same "Nothing happens."
-    assert openai_server.calls == sum(len(r.steps) for r in results) == client.calls   # one request a step
+    assert {r.end_reason for r in results} == {"loop"}          # the same answer again: the released client's stop
+    # one request a step, plus the repeated proposal the released protocol stops before executing it
+    assert openai_server.calls == sum(len(r.steps) + (r.stopped_action is not None) for r in results) == client.calls
     body = openai_server.bodies[0]
     assert body["temperature"] == 0.0 and body["max_tokens"] == 64 and body["model"] == "smollm2-135m-instruct"
     assert "Example 1" not in body["messages"][0]["content"]    # zero-shot
@@ -193,7 +194,7 @@ def test_the_stage_plays_smollm2_through_llama_cpp_logs_runs_and_a_rerun_asks_no
     assert smol["overall"]["episodes"] == 2 and set(smol["by_split"]) == {"alfworld_seen", "alfworld_unseen"}
     assert smol["overall"]["ci95"]["indicative"] is True and len(smol["overall"]["ci95"]["sr"]) == 2
     assert smol["provenance"]["gguf_sha256"] and sum(smol["end_reasons"].values()) == 2
-    assert report["protocol"]["stop_rules"] == "max_steps=4, loop_stop" and report["protocol"]["few_shot"] == 0
+    assert report["protocol"]["stop_rules"] == "protocol=muep-released, max_steps=4" and report["protocol"]["few_shot"] == 0
     chosen = report["games"]["episodes"]
     assert report["games"]["splits"] == {"alfworld_seen": {"games": 3, "chosen": 1},
                                          "alfworld_unseen": {"games": 3, "chosen": 1}}
