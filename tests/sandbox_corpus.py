@@ -270,10 +270,10 @@ FORGERY: dict[str, tuple[str, str, str]] = {
         "bytes from the child"),
     "unknown-tool": (
         "import json\nos.write(OUT_FD, json.dumps({'t': 'call', 'id': 1, 'tool': 'system', 'args': ['id'], "
-        "'kwargs': {}}).encode() + b'\\n')\nimport time\ntime.sleep(5)", "crashed", "unknown tool"),
+        "'kwargs': {}, 'line': None}).encode() + b'\\n')\nimport time\ntime.sleep(5)", "crashed", "unknown tool"),
     "value-of-another-type": (
         "import json\nos.write(OUT_FD, json.dumps({'t': 'call', 'id': 1, 'tool': 'move_to_pose', "
-        "'args': [{'$v': ['Popen', {'args': 'id'}]}], 'kwargs': {}}).encode() + b'\\n')\nimport time\n"
+        "'args': [{'$v': ['Popen', {'args': 'id'}]}], 'kwargs': {}, 'line': None}).encode() + b'\\n')\nimport time\n"
         "time.sleep(5)", "crashed", "unknown value type"),
     "extra-field": (
         "import json\nos.write(OUT_FD, json.dumps({'t': 'print', 'text': 'x', 'status': 'ok'}).encode() + b'\\n')\n"

@@ -227,7 +227,7 @@ SCRIPTED = {"oracle": "replays the expert plan of the FF planner (or ALFWorld's 
 
 def scripted_note(board: Board, rows: list[list[str]]) -> str | None:
     """The line under a table naming its rule-based / scripted agents (a program is never presented as a model)."""
-    shown = {r[0] for r in rows}
+    shown = {r[0] for r in rows} | {r[1] for r in rows if len(r) == len(PAIRED_HEADER)}   # a pair names two agents
     named = {run.label: run.agent for run in board.runs if run.agent in SCRIPTED and run.label in shown}
     if not named:
         return None

@@ -346,7 +346,7 @@ def table2(report: dict, records: list[dict] | None = None, origin: str = OUR_RO
         "Metrics and success checks follow the public RoboScript evaluator (docs/robot.md, \"Scoring\"): a repeat "
         "that raised counts 0 (a failed motion returns False and the code goes on, as the public tools do: "
         "`roboscript.eval.motion_failure`); grammar = any repeat ran without an exception; ratios divide by the "
-        "repeats asked for; the last column is the mean over the tasks with its 95 % bootstrap interval over "
+        "repeats asked for; the last column is the mean over the tasks the row ran with its 95 % bootstrap interval over "
         "repeats (resampled within each task). Task columns are the Table I names; the public label each follows "
         "is in tasks/roboscript/benchmark_tasks.yaml. The published Moderate_0 / Moderate_1 columns look swapped "
         "relative to Table I (tasks/roboscript/eval/published_table2.yaml).",

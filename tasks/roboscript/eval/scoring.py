@@ -142,7 +142,7 @@ def table2_markdown(blocks: list[Table2Block], task_ids: list[str], title: str =
     lines = []
     if title:
         lines += [title, ""]
-    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids) + " | all tasks [95% CI] |")
+    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids) + " | mean of its tasks [95% CI] |")
     lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in task_ids) + " | --- |")
     for block in blocks:
         for i, key in enumerate(METRICS):
@@ -153,12 +153,12 @@ def table2_markdown(blocks: list[Table2Block], task_ids: list[str], title: str =
 
 
 def _mean_cell(block: Table2Block, key: str, task_ids: list[str]) -> str:
-    """The mean over the table's tasks (a task without a figure counts 0, as in the summary), with its interval over
-    repeats where the block has one."""
-    values = [block.per_task.get(t, {}).get(key) for t in task_ids]
-    if all(v is None for v in values):
+    """The mean over the tasks this block has figures for (as its run's summary: a slice of the tasks is averaged over
+    that slice), with its interval over repeats where the block has one."""
+    values = [float(v) for t in task_ids if (v := block.per_task.get(t, {}).get(key)) is not None]
+    if not values:
         return "n/a"
-    mean = sum(float(v or 0) for v in values) / len(values)
+    mean = sum(values) / len(values)
     interval = block.intervals.get(key)
     if interval:
         return f"{mean:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
