@@ -16,7 +16,7 @@ from prefect import flow
 from flows._imports import code_digest
 from flows._runtime import main
 from tasks import paths
-from tasks.ladder import model_label, served_llm
+from tasks.ladder import model_label, served_llm, server_log
 from tasks.ladder_muep import (
     AGENT,
     CACHE,
@@ -85,7 +85,7 @@ def ladder_muep(params_file: str | None = None) -> dict:
         for name in ladder.models:
             label = model_label(name)
             spec = files.get(name)
-            server = TimedServer(name, ladder.serve, server_log(name))
+            server = TimedServer(name, ladder.serve, server_log(STAGE, name))
             ev = eval_params(ladder, name, server.base_url)
             settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context,
                                     alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
@@ -127,11 +127,6 @@ def ladder_muep(params_file: str | None = None) -> dict:
         slog.write(REPORT, ladder_report(reports, ladder, games, specs, version))
         slog.run_facts(models=facts, note="seconds measured in this run (cached answers take no model time)")
         return {name: r["overall"] for name, r in reports.items()}
-
-
-def server_log(name: str):
-    """Each model's server log: beside the stage's run facts, kept after the run (never a DVC output)."""
-    return paths.REPORTS / "timings" / f"{STAGE}.{name}.server.log"
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from flows._robot_pool import GOAL_THREADS, run_goals
 from flows._runtime import main
 from robot.contract.catalog import load_catalog
 from tasks import tracking
-from tasks.ladder import code_checks, ladder_eval_params, ladder_report, model_label, served_llm
+from tasks.ladder import code_checks, ladder_eval_params, ladder_report, model_label, served_llm, server_log
 from tasks.llm import build_client
 from tasks.models import files
 from tasks.models.llama_server import LlamaServer, OnDemandBackend
@@ -24,6 +24,7 @@ from tasks.progress import StageLog
 from tasks.roboscript import layout
 from tasks.roboscript.benchmark import load_benchmark
 from tasks.roboscript.eval import evaluation
+from tasks.roboscript.eval.leaderboard import EXPERIMENT as EVAL_EXPERIMENT
 
 STAGE = "ladder-roboscript"
 log = logging.getLogger("embp")
@@ -46,7 +47,7 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
             files.gguf_path(files.get(name), "ladder.models")
         codes, speed = {}, {}
         for name in ladder.models:
-            server = LlamaServer(name, ladder.serve, server_log(name))
+            server = LlamaServer(name, ladder.serve, server_log(STAGE, name))
             llm = served_llm(ladder, name, server.base_url)
             client = build_client(llm, layout.LADDER_CACHE / name)
             client.backend = OnDemandBackend(client.backend, server)
@@ -77,7 +78,7 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
             run_params |= {"tasks_of_benchmark": report["tasks_of_benchmark"], "gguf_sha256": files.get(name).sha256,
                            "packages": " ".join(files.get(name).requirements), "server_threads": ladder.serve.threads,
                            "max_tokens": ladder.max_tokens}
-            tracking.log_run(params.tracking, evaluation_experiment(), report["model"], run_params=run_params,
+            tracking.log_run(params.tracking, EVAL_EXPERIMENT, report["model"], run_params=run_params,
                              tags=tags | {"stage": STAGE, "ladder": "true"},
                              metrics=evaluation.mlflow_metrics(report), dataset=evaluation.benchmark_dataset(goals),
                              started_at=slog.started_at)
@@ -90,20 +91,6 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
                                      origin=LADDER_ROWS))
         slog.run_facts(llm=speed)
         return {name: r["summary"] for name, r in reports.items()}
-
-
-def server_log(name: str):
-    """Each model's server log: beside the stage's run facts, kept after the run (never a DVC output)."""
-    from tasks import paths
-
-    return paths.REPORTS / "timings" / f"{STAGE}.{name}.server.log"
-
-
-def evaluation_experiment() -> str:
-    """The MLflow experiment of roboscript-eval: the leaderboard's Table II reads its runs."""
-    from tasks.roboscript.eval.leaderboard import EXPERIMENT
-
-    return EXPERIMENT
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from flows._robot_pool import GOAL_THREADS, run_goals
 from flows._runtime import main
 from robot.contract.catalog import load_catalog
 from tasks import tracking
+from tasks.ladder import refusal_reasons
 from tasks.llm import backend_kind, build_client, client_speed, describe_backend
 from tasks.params import Params, load_params
 from tasks.progress import Progress, StageLog
@@ -30,6 +31,7 @@ from tasks.roboscript.codegen import (
     to_records,
 )
 from tasks.roboscript.eval import evaluation
+from tasks.roboscript.eval.leaderboard import EXPERIMENT as EVAL_EXPERIMENT
 from tasks.roboscript.params import CodegenParams, QueriesParams
 from tasks.roboscript.queries import QueryRecord, QueryRejectRecord, generate_queries
 from tasks.roboscript.world_records import WorldRecord
@@ -97,7 +99,7 @@ def roboscript_real(params_file: str | None = None) -> dict:
         report["llm"] = describe_backend(code_llm)
         report["llm_kind"] = backend_kind(code_llm)
         report["code_checks"] = {"tasks": len(codes), "passing": sum(c.check_ok for c in codes.values()),
-                                 "failing_by_reason": _reasons(codes)}
+                                 "failing_by_reason": refusal_reasons(codes)}
         data |= {"model": describe_backend(llm), "kind": backend_kind(llm),
                  "sampling": {"temperature": llm.temperature, "top_p": llm.top_p, "seed": llm.seed,
                               "query_max_tokens": rs.query_max_tokens, "code_max_tokens": rs.code_max_tokens}}
@@ -110,7 +112,7 @@ def roboscript_real(params_file: str | None = None) -> dict:
                                            "roboscript": params.roboscript.model_copy(update={"eval": ep})})
         run_params, tags = evaluation.mlflow_fields(report, as_run)
         run_params |= {"tasks_of_benchmark": f"{len(tasks)} of {len(benchmark)}", "repeats": rs.repeats}
-        tracking.log_run(params.tracking, evaluation_experiment(), model, run_params=run_params,
+        tracking.log_run(params.tracking, EVAL_EXPERIMENT, model, run_params=run_params,
                          tags=tags | {"stage": STAGE}, metrics=evaluation.mlflow_metrics(report), artifacts=outputs,
                          dataset=evaluation.benchmark_dataset(goals), started_at=slog.started_at)
         # what this run measured (times, speed, the pool): run facts and MLflow, never the DVC outputs
@@ -123,21 +125,6 @@ def roboscript_real(params_file: str | None = None) -> dict:
         log.info("[%s] %s: %d LLM calls (%d cached) in %.1f s; Table I %s", STAGE, report["llm"], client.calls,
                  client.cache_hits, answered - loaded, report["summary"])
         return report["summary"]
-
-
-def evaluation_experiment() -> str:
-    """The MLflow experiment of roboscript-eval: the leaderboard's Table II reads its runs."""
-    from tasks.roboscript.eval.leaderboard import EXPERIMENT
-
-    return EXPERIMENT
-
-
-def _reasons(codes) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for code in codes.values():
-        for reason in code.reasons:
-            out[reason] = out.get(reason, 0) + 1
-    return dict(sorted(out.items()))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@ are reported. The flows (``flows/ladder_roboscript.py``) only orchestrate."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from tasks import paths
 from tasks.params import LadderParams, LLMParams, Params
 
 SERVER = "llama.cpp"
@@ -13,6 +15,11 @@ SERVER = "llama.cpp"
 def model_label(name: str) -> str:
     """A ladder model's name in every table: the engine and the catalogue name (``llama.cpp:qwen2.5-coder-0.5b-...``)."""
     return f"{SERVER}:{name}"
+
+
+def server_log(stage: str, name: str) -> Path:
+    """A model's server log for ``stage``: beside the stage's run facts, kept after the run (never a DVC output)."""
+    return paths.REPORTS / "timings" / f"{stage}.{name}.server.log"
 
 
 def served_llm(ladder: LadderParams, name: str, base_url: str) -> LLMParams:
@@ -31,14 +38,19 @@ def ladder_eval_params(params: Params):
                                                      "code": "generate"})
 
 
-def code_checks(codes: dict) -> dict[str, Any]:
-    """How many of a model's snippets the code check passed, and the refusals by reason."""
+def refusal_reasons(codes: dict) -> dict[str, int]:
+    """How often each reason of the code check refused one of ``codes`` (name -> generated code), sorted by reason."""
     reasons: dict[str, int] = {}
     for code in codes.values():
         for reason in code.reasons:
             reasons[reason] = reasons.get(reason, 0) + 1
+    return dict(sorted(reasons.items()))
+
+
+def code_checks(codes: dict) -> dict[str, Any]:
+    """How many of a model's snippets the code check passed, and the refusals by reason."""
     return {"snippets": len(codes), "passing": sum(c.check_ok for c in codes.values()),
-            "refused": sum(not c.check_ok for c in codes.values()), "refusals_by_reason": dict(sorted(reasons.items()))}
+            "refused": sum(not c.check_ok for c in codes.values()), "refusals_by_reason": refusal_reasons(codes)}
 
 
 def ladder_report(reports: dict[str, dict], params: Params) -> dict[str, Any]:

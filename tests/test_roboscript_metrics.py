@@ -217,3 +217,23 @@ def test_intervals_resample_repeats_within_each_task_and_count_unrun_repeats_as_
     low, high = ci["finished_whole_task"]
     assert low < whole["finished_whole_task"] < high and ci["indicative"] is False      # 36 repeats
     assert intervals({"Simple_0": always[:3]})["indicative"] is True
+
+
+def test_intervals_over_tasks_treat_each_task_as_one_unit():
+    from tasks.roboscript.eval.scoring import intervals, repeat_units, task_intervals
+
+    always = _repeats_of([("ok", [True, True])] * 10)
+    never = _repeats_of([("code_error", [False, False])] * 10)
+    results = {"Simple_0": always, "Hard_0": never, "Hard_1": never, "Moderate_0": never}
+    per_task = {t: task_metrics(r, 2, 10) for t, r in results.items()}
+    over_repeats = intervals({t: repeat_units(r, 2, 10) for t, r in results.items()})
+    over_tasks = task_intervals(per_task)
+    # deterministic repeats: no spread within a task, so the interval over repeats is a point ...
+    assert over_repeats["finished_whole_task"] == [0.25, 0.25]
+    # ... while one solved task of four could as well have been none or three: resampling tasks says so
+    low, high = over_tasks["finished_whole_task"]
+    assert low == 0.0 and 0.5 <= high <= 1.0
+    assert over_tasks["grammar_correct"] == over_tasks["semantic_correct"] == [low, high]  # flags count 0/1
+    assert over_tasks["units"] == "tasks" and over_tasks["indicative"] is True
+    assert task_intervals(per_task) == over_tasks                                       # seeded: same bytes
+    assert task_intervals({"Simple_0": {"grammar_correct": None}})["grammar_correct"] is None

@@ -22,7 +22,8 @@ def test_table2_from_mlflow_runs(tmp_path):
                 mlflow.log_metrics({"mean.finished_whole_task_ci_low": 0.5, "mean.finished_whole_task_ci_high": 1.0})
     client = MlflowClient(uri)
     md = section_markdown(client, "embp/roboscript-eval")
-    head = ("| code writer | kind | source | metric | Simple_0 | Hard_1 | mean of its tasks [95% CI] |")  # Table I order
+    head = ("| code writer | kind | source | metric | Simple_0 | Hard_1 | mean of its tasks [95% CI over repeats] "
+            "| 95% CI over tasks |")  # Table I order
     assert md is not None and head in md
     cells, kinds, model = {}, {}, None
     for line in md.splitlines()[md.splitlines().index(head) + 2:]:
@@ -31,10 +32,10 @@ def test_table2_from_mlflow_runs(tmp_path):
         kinds[model] = kind or kinds.get(model)
         cells[(model, metric)] = values
     assert {m for m, _ in cells} == {"offline", "gpt-x"}  # one block per model, not per run
-    assert cells[("offline", "finished whole task")] == ["0.8", "0.5", "0.65"]  # the newest offline run
-    assert cells[("gpt-x", "finished whole task")] == ["1", "0.5", "0.75 [0.50, 1.00]"]   # with its interval
+    assert cells[("offline", "finished whole task")] == ["0.8", "0.5", "0.65", "[0.50, 0.80]"]  # the newest run
+    assert cells[("gpt-x", "finished whole task")] == ["1", "0.5", "0.75 [0.50, 1.00]", "[0.50, 1.00]"]
     assert cells[("offline", "grammar correctness")][1] == "n/a"  # Hard_1 logged no grammar figure
-    assert cells[("offline", "grammar correctness")][2] == "1.00"  # over the tasks it has figures for
+    assert cells[("offline", "grammar correctness")][2:] == ["1.00", "[1.00, 1.00]"]  # over the tasks with figures
     assert kinds == {"offline": "rule-based template program (not an LLM)", "gpt-x": "LLM"}  # never a model
     page = markdown_table_to_html(md)
     assert page.count("<tr>") == 1 + 2 * 4 and "<h2>RoboScript benchmark (Table II)</h2>" in page

@@ -36,8 +36,8 @@ EXPORT_RECORD = "export.json"
 """Written last into an export folder: its presence means the export is complete."""
 
 
-def get(name: str) -> GGUFModel:
-    return LOCAL_MODELS.load(name)
+get = files.get
+"""The catalogued model ``name`` (:func:`tasks.models.files.get`)."""
 
 
 def is_local_model(value: str | None) -> bool:

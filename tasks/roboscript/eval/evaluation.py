@@ -26,6 +26,7 @@ from tasks.roboscript.eval.scoring import (
     intervals,
     load_published,
     repeat_units,
+    task_intervals,
     summary,
     table2_markdown,
     task_metrics,
@@ -282,7 +283,8 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
                 "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "motion_failure": ep.motion_failure,
                 "runners": len(pool_info["runners"])}
     report = {"model": model, "kind": coder_kind(model), "settings": settings,
-              "summary": summary(per_task) | {"ci95": intervals(units)}, "tasks": per_task}
+              "summary": summary(per_task) | {"ci95": intervals(units), "ci95_tasks": task_intervals(per_task)},
+              "tasks": per_task}
     details = {"model": model, "tasks": details, "metric_definitions": "tasks/roboscript/eval/scoring.py, docs/robot.md"}
     return report, details, {"pool": pool_info, "tasks": ran}
 
@@ -291,7 +293,8 @@ def run_record(report: dict) -> dict:
     """What table2.md keeps of one evaluation: who wrote the code, the settings, the four metrics per task."""
     return {"model": report["model"], "kind": coder_kind(report["model"]), "settings": report["settings"],
             "tasks": {t: {k: m[k] for k in METRICS} for t, m in report["tasks"].items()},
-            "summary": {k: report["summary"][k] for k in METRICS} | {"ci95": report["summary"].get("ci95", {})}}
+            "summary": {k: report["summary"][k] for k in METRICS} | {"ci95": report["summary"].get("ci95", {}),
+                                                                      "ci95_tasks": report["summary"].get("ci95_tasks", {})}}
 
 
 def run_record_name(report: dict) -> str:
@@ -346,8 +349,10 @@ def table2(report: dict, records: list[dict] | None = None, origin: str = OUR_RO
         "Metrics and success checks follow the public RoboScript evaluator (docs/robot.md, \"Scoring\"): a repeat "
         "that raised counts 0 (a failed motion returns False and the code goes on, as the public tools do: "
         "`roboscript.eval.motion_failure`); grammar = any repeat ran without an exception; ratios divide by the "
-        "repeats asked for; the last column is the mean over the tasks the row ran with its 95 % bootstrap interval over "
-        "repeats (resampled within each task). Task columns are the Table I names; the public label each follows "
+        "repeats asked for; the next-to-last column is the mean over the tasks the row ran with its 95 % bootstrap "
+        "interval over repeats (resampled within each task), the last the 95 % bootstrap interval of that mean over "
+        "tasks (each task one unit; the published rows get it too): two rows whose intervals over tasks overlap are not "
+        "shown to differ on this benchmark. Task columns are the Table I names; the public label each follows "
         "is in tasks/roboscript/benchmark_tasks.yaml. The published Moderate_0 / Moderate_1 columns look swapped "
         "relative to Table I (tasks/roboscript/eval/published_table2.yaml).",
     ])
@@ -383,4 +388,7 @@ def mlflow_metrics(report: dict) -> dict[str, float]:
     for key, interval in report["summary"].get("ci95", {}).items():
         if key in INTERVAL_METRICS and interval:
             out[f"mean.{key}_ci_low"], out[f"mean.{key}_ci_high"] = float(interval[0]), float(interval[1])
+    for key, interval in report["summary"].get("ci95_tasks", {}).items():
+        if key in METRICS and interval:
+            out[f"mean.{key}_tasks_ci_low"], out[f"mean.{key}_tasks_ci_high"] = float(interval[0]), float(interval[1])
     return out

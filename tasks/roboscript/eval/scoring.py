@@ -106,6 +106,26 @@ def intervals(units: dict[str, list[tuple[float, int]]]) -> dict[str, Any]:
                   "indicative": len(strata) < stats.INDICATIVE_BELOW}
 
 
+def task_values(per_task: dict[str, dict], key: str) -> list[float]:
+    """``key``'s value of every task that has one (booleans as 0/1), in the tasks' order."""
+    return [float(m[key]) for m in per_task.values() if m.get(key) is not None]
+
+
+def task_intervals(per_task: dict[str, dict]) -> dict[str, Any]:
+    """The 95 % bootstrap intervals of all four metrics' means over *tasks* (:mod:`tasks.stats`): each task's figure
+    is one unit, tasks are resampled. This is the uncertainty that decides whether two code writers differ on the
+    benchmark (a deterministic sim makes the intervals over repeats narrow; eight tasks make these wide), and the
+    one a published row gets too, from its per-task figures. Always ``indicative`` below 30 tasks."""
+    out: dict[str, Any] = {}
+    n = 0
+    for key in METRICS:
+        values = task_values(per_task, key)
+        interval = stats.bootstrap(values) if values else None
+        out[key] = None if interval is None else [round(interval.low, 4), round(interval.high, 4)]
+        n = max(n, len(values))
+    return out | {"level": stats.LEVEL, "units": "tasks", "indicative": n < stats.INDICATIVE_BELOW}
+
+
 def summary(per_task: dict[str, dict]) -> dict:
     """Means over all tasks (booleans count as 0/1; a task that could not run counts 0, as in the public table)."""
     tasks = list(per_task.values())
@@ -142,11 +162,16 @@ def table2_markdown(blocks: list[Table2Block], task_ids: list[str], title: str =
     lines = []
     if title:
         lines += [title, ""]
-    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids) + " | mean of its tasks [95% CI] |")
-    lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in task_ids) + " | --- |")
+    lines.append("| code writer | kind | source | metric | " + " | ".join(task_ids)
+                 + " | mean of its tasks [95% CI over repeats] | 95% CI over tasks |")
+    lines.append("| --- | --- | --- | --- | " + " | ".join("---" for _ in task_ids) + " | --- | --- |")
     for block in blocks:
+        over_tasks = task_intervals({t: block.per_task.get(t, {}) for t in task_ids})
         for i, key in enumerate(METRICS):
-            cells = [_cell(block.per_task.get(t, {}).get(key)) for t in task_ids] + [_mean_cell(block, key, task_ids)]
+            interval = over_tasks[key]
+            cells = [_cell(block.per_task.get(t, {}).get(key)) for t in task_ids] + [
+                _mean_cell(block, key, task_ids),
+                "n/a" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]"]
             head = f"{block.name} | {block.kind} | {block.source}" if i == 0 else " |  | "
             lines.append(f"| {head} | {METRIC_LABELS[key]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
