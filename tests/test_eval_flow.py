@@ -102,7 +102,7 @@ def test_eval_flow_logs_mlflow_runs_and_the_leaderboard_reads_them(tmp_path, ope
     assert "rdi" not in run.data.metrics  # undefined without a failure: not logged
     assert run.data.metrics["sr_ci_low"] == run.data.metrics["sr_ci_high"] == 1.0     # certain: no spread
     assert oracle["by_split"]["unseen_test"]["ci95"] == {"sr": [1.0, 1.0], "gcs": [1.0, 1.0], "pr": [1.0, 1.0],
-                                                         "level": 0.95, "indicative": True}
+                                                         "lc": [1.0, 1.0], "level": 0.95, "indicative": True}
     outcomes = client.download_artifacts(run.info.run_id, "outcomes/unseen_test.json", str(tmp_path / "o"))
     assert len(json.loads(Path(outcomes).read_text())) == 3
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs

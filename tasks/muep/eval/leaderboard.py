@@ -11,7 +11,7 @@ are the splits' tallies added up, so they are exact, not averages of averages. T
 stop rules the runs played by (``protocol=muep-released``: MuEP's released client's grammar and repeat stop); an
 invalid-action streak stop (not in the paper) is named with the agents it applied to.
 
-Error bars: SR, GCS and PR cells carry their 95 % bootstrap interval over episodes (overall figures resampled within
+Error bars: SR, GCS, PR and LC cells carry their 95 % bootstrap interval over episodes (overall figures resampled within
 each split), computed from each run's per-episode outcomes (:func:`attach_outcomes`) with :mod:`tasks.stats`; rows
 of fewer than 30 episodes are marked indicative (``†``). Under each test set, every pair of agents that played the
 same episodes is compared on per-episode success with McNemar's exact test.
@@ -57,7 +57,7 @@ class Board:
     outcomes: dict[tuple[str, str], dict[str, EpisodeMetrics]] = field(default_factory=dict)   # (label, split)
 
     def interval(self, label: str, splits: list[str] | tuple[str, ...], name: str) -> stats.Interval | None:
-        """The bootstrap interval of ``name`` (sr, gcs, pr) for ``label`` over ``splits`` (resampled per split);
+        """The bootstrap interval of ``name`` (sr, gcs, pr, lc) for ``label`` over ``splits`` (resampled per split);
         None unless every split has its per-episode outcomes."""
         if not all((label, s) in self.outcomes for s in splits):
             return None
@@ -147,7 +147,7 @@ def fmt(name: str, value: float | None) -> str:
 
 
 def cell(board: Board, label: str, splits: list[str], name: str, value: float | None) -> str:
-    """A main-table cell: SR / GCS / PR with their interval where the runs' outcomes are there, else the rate."""
+    """A main-table cell: SR / GCS / PR / LC with their interval where the runs' outcomes are there, else the rate."""
     if name in INTERVAL_RATES and value is not None:
         interval = board.interval(label, splits, name)
         if interval is not None:

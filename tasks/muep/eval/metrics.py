@@ -33,7 +33,7 @@ from tasks import stats
 from tasks.muep.eval.records import EpisodeResult
 
 RATES = ("sr", "is_success", "is_all", "gcs", "gcs_alfworld", "lc", "rdi", "pr")
-INTERVAL_RATES = ("sr", "gcs", "pr")
+INTERVAL_RATES = ("sr", "gcs", "pr", "lc")
 """The rates that get a 95 % bootstrap interval over episodes (:mod:`tasks.stats`) in every report, run and table."""
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -171,11 +171,13 @@ class Tally:
 
 def intervals(ms: Sequence[EpisodeMetrics], strata: Sequence[object] | None = None
               ) -> dict[str, stats.Interval | None]:
-    """The bootstrap intervals of SR, GCS and PR over these episodes (``strata``: resampled within each, e.g. the
-    split of each episode for an overall figure), each the same ratio of sums as its rate in :meth:`Tally.rates`."""
+    """The bootstrap intervals of SR, GCS, PR and LC over these episodes (``strata``: resampled within each, e.g. the
+    split of each episode for an overall figure), each the same ratio of sums as its rate in :meth:`Tally.rates`.
+    LC (admissible actions / actions) is the one that still tells weak agents apart when none succeeds."""
     return {"sr": stats.bootstrap([float(m.success) for m in ms], strata=strata),
             "gcs": stats.bootstrap([m.goals_met for m in ms], [m.goals_total for m in ms], strata=strata),
-            "pr": stats.bootstrap([m.progress for m in ms], strata=strata)}
+            "pr": stats.bootstrap([m.progress for m in ms], strata=strata),
+            "lc": stats.bootstrap([m.valid for m in ms], [m.steps for m in ms], strata=strata)}
 
 
 def interval_block(ms: Sequence[EpisodeMetrics], strata: Sequence[object] | None = None, digits: int = 4) -> dict:
@@ -201,7 +203,7 @@ def summary(t: Tally, digits: int = 4) -> dict[str, float | int | None]:
 
 def report(results: Sequence[EpisodeResult]) -> dict:
     """The ``reports/muep/eval_<agent>.json`` body: overall, per split, per task type, and per split and task type
-    (the paper's Tables 2 and 4); overall and per split with the 95 % intervals of SR, GCS and PR (``ci95``;
+    (the paper's Tables 2 and 4); overall and per split with the 95 % intervals of SR, GCS, PR and LC (``ci95``;
 overall resampled within each split)."""
     by_split: dict[str, Tally] = {}
     by_type: dict[str, Tally] = {}

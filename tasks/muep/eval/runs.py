@@ -12,7 +12,7 @@ A run holds
   the time went (``time/<part>_s`` per agent-episode), which the result files never hold;
 * tags -- ``agent``, ``agent_label``, ``split``, ``dataset``, ``dataset_version``, ``stop_rules``, ``stage``, and
   ``eval_fingerprint`` (what was evaluated, under which code and rules);
-* metrics, too -- ``<rate>_ci_low`` / ``<rate>_ci_high``: the 95 % bootstrap interval of SR, GCS and PR over the
+* metrics, too -- ``<rate>_ci_low`` / ``<rate>_ci_high``: the 95 % bootstrap interval of SR, GCS, PR and LC over the
   split's episodes (:func:`tasks.muep.eval.metrics.intervals`, the definition every table uses);
 * artifacts -- ``trajectories/<split>.jsonl``: one line per episode, every step; ``outcomes/<split>.json``: per
   episode id, its success, sub-goals met / total and progress, from which the leaderboard computes intervals over
