@@ -237,3 +237,25 @@ def test_intervals_over_tasks_treat_each_task_as_one_unit():
     assert over_tasks["units"] == "tasks" and over_tasks["indicative"] is True
     assert task_intervals(per_task) == over_tasks                                       # seeded: same bytes
     assert task_intervals({"Simple_0": {"grammar_correct": None}})["grammar_correct"] is None
+
+
+def test_paired_comparisons_over_tasks_use_mcnemar_on_each_flag_and_skip_published_pairs():
+    from tasks.roboscript.eval.scoring import Table2Block, paired_markdown
+
+    tasks = [f"T{i}" for i in range(8)]
+    strong = Table2Block("strong", "LLM", "this project", {t: {"grammar_correct": True, "semantic_correct": i < 7}
+                                                          for i, t in enumerate(tasks)})
+    weak = Table2Block("weak", "LLM", "this project", {t: {"grammar_correct": i < 3, "semantic_correct": False}
+                                                      for i, t in enumerate(tasks)})
+    gpt = Table2Block("gpt", "LLM", "published (10 repeats)", {t: {"grammar_correct": True, "semantic_correct": True}
+                                                               for t in tasks[:4]})
+    gem = Table2Block("gem", "LLM", "published (10 repeats)", {t: {"grammar_correct": False} for t in tasks})
+    md = paired_markdown([strong, weak, gpt, gem], tasks)
+    rows = {tuple(c.strip() for c in line.strip("|").split("|")[:2]): line for line in md.splitlines()
+            if line.startswith("| ") and not line.startswith(("| A ", "| ---"))}
+    assert set(rows) == {("strong", "weak"), ("strong", "gpt"), ("strong", "gem"), ("weak", "gpt"), ("weak", "gem")}
+    assert "5 / 0 of 8, p = 0.062: not shown to differ" in rows[("strong", "weak")]     # grammar: 5 discordant
+    assert "7 / 0 of 8, p = 0.016: differ" in rows[("strong", "weak")]                  # semantic: 7 discordant
+    assert "0 / 0 of 4, p = 1.000" in rows[("strong", "gpt")]            # only the tasks both have figures for
+    assert rows[("weak", "gem")].rstrip(" |").endswith("n/a")            # gem gives no semantic figures
+    assert paired_markdown([gpt, gem], tasks) == ""                      # published rows are not compared

@@ -188,6 +188,8 @@ def test_evaluation_flow_on_the_pool(pool, tmp_path, monkeypatch, repo_root):
     table = (tmp_path / "reports" / "table2.md").read_text()
     assert "| rules:template-coder | rule-based template program (not an LLM) |" in table and "Hard_2" in table
     assert "| GPT-4 | LLM | published (10 repeats) | grammar correctness |" in table
+    assert "## Paired comparisons over tasks" in table and "| rules:template-coder | GPT-4 |" in table
+    assert "| finished whole task | 1 | " in table and "95% CI over tasks" in table
     import mlflow
 
     mlflow.set_tracking_uri(params["tracking"]["uri"])

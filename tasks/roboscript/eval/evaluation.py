@@ -25,6 +25,7 @@ from tasks.roboscript.eval.scoring import (
     Table2Block,
     intervals,
     load_published,
+    paired_markdown,
     repeat_units,
     task_intervals,
     summary,
@@ -356,7 +357,8 @@ def table2(report: dict, records: list[dict] | None = None, origin: str = OUR_RO
         "is in tasks/roboscript/benchmark_tasks.yaml. The published Moderate_0 / Moderate_1 columns look swapped "
         "relative to Table I (tasks/roboscript/eval/published_table2.yaml).",
     ])
-    return table2_markdown(blocks, tasks, title)
+    paired = paired_markdown(blocks, tasks)
+    return table2_markdown(blocks, tasks, title) + (f"\n{paired}" if paired else "")
 
 
 def benchmark_dataset(goals: dict[str, dict]) -> DatasetRef:

@@ -83,9 +83,10 @@ def section_markdown(client, experiment_name: str) -> str | None:
               for model in sorted(table)]
     return table2_markdown(blocks, task_ids, f"## RoboScript benchmark (Table II)\n\nFrom MLflow experiment "
                                              f"`{experiment_name}`, the newest run per code writer; definitions in "
-                                             "docs/robot.md; the last column is the mean over the tasks the row ran, with its "
-                                             "95 % bootstrap interval over repeats (resampled within each task) "
-                                             "where the run logged one; the paper's published figures are beside "
+                                             "docs/robot.md; the next-to-last column is the mean over the tasks the row "
+                                             "ran, with its 95 % bootstrap interval over repeats (resampled within "
+                                             "each task) where the run logged one, the last its 95 % interval over "
+                                             "tasks; the paper's published figures are beside "
                                              "our runs in the RoboScript table2.md report.")
 
 
