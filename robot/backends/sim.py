@@ -1,7 +1,9 @@
 """``sim``: the embedded robot -- PyBullet in DIRECT mode (no display), Franka Panda or UR5 on the world's table.
 
 How it moves. The arm is position-controlled kinematically: every control tick sets the joints to the next point of
-a planned path and steps the physics, so loose objects the arm touches are pushed, fall and settle under gravity.
+a planned path and steps the physics, so loose objects the arm touches are pushed, fall and settle under gravity
+(under ``grasp: contact`` the joints are set with the velocity that reaches the next point and velocity motors
+carry them there through the physics steps, so the contact solver sees the hand move).
 Plans are straight joint-space paths checked for collisions at every tick (the robot and what it carries against
 every model), with an "up, over and down" detour when the straight path is blocked; Cartesian motions follow the
 line by inverse kinematics at 1 cm spacing. An unreachable pose or a blocked path raises PlanningError.
