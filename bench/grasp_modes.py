@@ -1,7 +1,7 @@
 """Grasping with contacts against the rigid grasp (issue #30, item 3): the Table I tasks with the template coder's
 code and a slice of the object-shape study, run in-process on the sim under each ``grasp`` mode.
 
-    python bench/grasp_modes.py --repeats 3 --shape-objects apple,mug,...   # prints one JSON document
+    python bench/grasp_modes.py --repeats 3 --shape-objects apple,red_mug,... [--studies pick_place,drawer] [--arm ur5]
 
 Per Table I task: successes, statuses and the median wall time of one repeat; per shape-study object: its
 category, shape (sphere / cylinder / box / container) and successes; per mode the totals by object class.
@@ -43,14 +43,14 @@ def table1(runner, tasks, codes: dict[str, str], repeats: int) -> dict:
     return rows
 
 
-def shape_slice(runner, objects: list[str], repeats: int) -> dict:
+def shape_slice(runner, objects: list[str], repeats: int, studies: list[str]) -> dict:
     from robot.backends.sim_scene import object_shape
     from robot.contract.catalog import load_catalog
     from tasks.roboscript.eval import shapes
     from tasks.roboscript.params import RobotEvalParams, WorldsParams
 
     catalog = load_catalog()
-    trials, _ = shapes.study_trials(catalog, WorldsParams(), objects, ["pick_place"])
+    trials, _ = shapes.study_trials(catalog, WorldsParams(), objects, studies)
     ep = RobotEvalParams(repeats=repeats)
     rows = {}
     for trial in trials:
@@ -59,7 +59,7 @@ def shape_slice(runner, objects: list[str], repeats: int) -> dict:
         result = _run(runner, request)
         model = trial.world.model(trial.asset)
         kind = "container" if model.kind == "container" else object_shape(model)
-        rows[trial.asset] = {"category": model.category, "shape": kind,
+        rows[f"{trial.study}/{trial.asset}"] = {"category": model.category, "shape": kind,
                              "success": sum(bool(r["success"]) for r in result["repeats"]),
                              "repeats": len(result["repeats"]), "wall_s": round(time.monotonic() - started, 2)}
     return rows
@@ -67,8 +67,8 @@ def shape_slice(runner, objects: list[str], repeats: int) -> dict:
 
 def by_class(rows: dict) -> dict:
     out: dict[str, list[int]] = {}
-    for row in rows.values():
-        total = out.setdefault(row["shape"], [0, 0])
+    for key, row in rows.items():
+        total = out.setdefault(f"{key.split('/')[0]}/{row['shape']}", [0, 0])
         total[0] += row["success"]
         total[1] += row["repeats"]
     return {k: f"{s}/{n}" for k, (s, n) in sorted(out.items())}
@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--modes", default="rigid,contact")
     parser.add_argument("--tasks", default="all", help="Table I task ids, comma-separated, or all; none skips")
     parser.add_argument("--shape-objects", default="", help="catalog assets of the shape-study slice")
+    parser.add_argument("--studies", default="pick_place", help="shape-study studies: pick_place, drawer")
     parser.add_argument("--arm", default="panda")
     args = parser.parse_args()
 
@@ -99,7 +100,8 @@ def main() -> None:
         runner = EpisodeRunner(SimBackend(arm=args.arm, grasp=mode), "bench")
         entry = {"table1": table1(runner, tasks, codes, args.repeats)}
         if args.shape_objects:
-            entry["shapes"] = shape_slice(runner, args.shape_objects.split(","), args.repeats)
+            entry["shapes"] = shape_slice(runner, args.shape_objects.split(","), args.repeats,
+                                          args.studies.split(","))
             entry["shapes_by_class"] = by_class(entry["shapes"])
         runner.backend.close()
         out[mode] = entry

@@ -14,9 +14,9 @@ How it grasps (``grasp``, one of GRASP_MODES):
   GRIP_FORCE_N) at the gripper's speed until they stall, and the arm is driven through each tick of its path by
   velocity motors (its joints are set to the planned point and move to the next one inside the physics step), so a
   loose object between the fingers is lifted and carried by PyBullet's contact model alone -- the fingers' squeeze
-  and friction. It can slip, rotate in the hand, be dropped or knocked over; an object that no finger touches any
-  longer is no longer held (recorded in ``slipped``).
-* ``rigid`` (for debugging): closing moves each finger until it touches something; when both fingers touch the
+  and friction. It can slip, rotate in the hand, be dropped or knocked over; an object no finger is within
+  HOLD_GAP_M of any longer is no longer held (recorded in ``slipped``).
+* ``rigid`` (the default today, and the debugging option; docs/robot.md says why): closing moves each finger until it touches something; when both fingers touch the
   same loose object it follows the tool frame rigidly until the gripper opens, as Gazebo's grasp plugin does.
 
 In both, when the fingers pinch a drawer's or door's handle, the part follows the hand along its joint -- pulled
