@@ -56,6 +56,10 @@ def test_contact_carries_a_well_grasped_box_by_friction_alone(catalog, mass):
         assert backend.held == BOX and not backend.slipped
         assert abs(rose - LIFT_M) < 0.01
         assert backend.pb.getNumConstraints(physicsClientId=backend.client) == 0  # nothing ties it to the hand
+        squeeze = [sum(c[9] for c in backend.pb.getContactPoints(backend.robot.body, backend.sim_model(BOX).body,
+                                                                 linkIndexA=f, physicsClientId=backend.client))
+                   for f in backend.robot.fingers]
+        assert squeeze == pytest.approx([sim.GRIP_FORCE_N["panda"]] * 2, rel=0.1)  # each finger: the grip force
         assert min(backend._finger_positions()) > 0.015  # the fingers stalled on the box, they did not close
     finally:
         backend.close()

@@ -132,6 +132,8 @@ class SimBackend(RobotBackend):
         self._saved: int | None = None
         self._held: _Held | None = None
         self._finger_values: list[float] = [self.robot.finger_open] * len(self.robot.fingers)
+        self._squeezing = False
+        """Under ``contact``: the gripper was closed and its motors squeeze (until it opens)."""
         self._attached: set[str] = set()
         self._attached_at: dict[str, Pose] = {}  # the tool pose when each attached object was attached
         self._released: tuple[str, np.ndarray] | None = None
@@ -168,7 +170,10 @@ class SimBackend(RobotBackend):
             pb.resetJointState(part.body, part.link, joint.value, physicsClientId=self.client)
         self._set_home()
         self._set_q(self.robot.home)
+        self._squeezing = False
         self._set_fingers(self.robot.finger_open)
+        if self.grasp == "contact":
+            self._hold_arm(self.robot.home)
         self._step(60)
         self._saved = pb.saveState(physicsClientId=self.client)
 
@@ -200,7 +205,10 @@ class SimBackend(RobotBackend):
                     pb.resetBasePositionAndOrientation(sim.body, (pos[0] + dx, pos[1] + dy, pos[2]), orn,
                                                        physicsClientId=self.client)
         self._set_q(self.robot.home)
+        self._squeezing = False
         self._set_fingers(self.robot.finger_open)
+        if self.grasp == "contact":
+            self._hold_arm(self.robot.home)
         self._step(30)
 
     def sim_model(self, name: str) -> SimModel:
@@ -343,17 +351,24 @@ class SimBackend(RobotBackend):
         values = [value] * len(self.robot.fingers) if isinstance(value, float) else list(value)
         self._finger_values = values
         self._reset_joints(self.robot.fingers, values)
-        if self.grasp == "contact":
+        if self.grasp == "contact" and not self._squeezing:  # a closed gripper keeps squeezing
             self._drive_fingers(values)
-            self._hold_arm(self.q())
 
     # ------------------------------------------------------------------------------------------------ motors (contact)
 
     def _drive_fingers(self, targets: list[float]) -> None:
-        """Finger motors towards ``targets`` at the gripper's speed, pushing with at most the grip force."""
+        """Finger motors towards ``targets`` (opening, or holding an opening) at the gripper's speed."""
         for finger, target in zip(self.robot.fingers, targets, strict=True):
             self.pb.setJointMotorControl2(self.robot.body, finger, self.pb.POSITION_CONTROL, targetPosition=target,
                                           force=GRIP_FORCE_N[self.arm], maxVelocity=FINGER_SPEED,
+                                          physicsClientId=self.client)
+
+    def _squeeze(self) -> None:
+        """Finger motors closing at the gripper's speed with at most the grip force each: once a finger stalls on
+        something it pushes with exactly that force for as long as the gripper stays closed."""
+        for finger in self.robot.fingers:
+            self.pb.setJointMotorControl2(self.robot.body, finger, self.pb.VELOCITY_CONTROL,
+                                          targetVelocity=-FINGER_SPEED, force=GRIP_FORCE_N[self.arm],
                                           physicsClientId=self.client)
 
     def _hold_arm(self, q) -> None:
@@ -441,6 +456,7 @@ class SimBackend(RobotBackend):
             if path:
                 self._reset_joints(self.robot.joints, q0)
                 self._hold_arm(q0)
+                self._finger_values = self._finger_positions()  # what the squeeze and the load left them at
             return
         for q in path:
             if self.interrupt is not None:
@@ -551,6 +567,7 @@ class SimBackend(RobotBackend):
         self._held = None
         if self.grasp == "contact":
             travel = self.robot.finger_open - min(self._finger_positions())
+            self._squeezing = False
             self._drive_fingers([self.robot.finger_open] * len(self.robot.fingers))
             self._hold_arm(self.q())
             self._step(int(math.ceil(travel / FINGER_SPEED / self.time_step)) + 4)
@@ -609,7 +626,8 @@ class SimBackend(RobotBackend):
         fingers = self.robot.fingers
         blocked = self._finger_contacts(fingers[0], -0.003) | self._finger_contacts(fingers[1], -0.003)
         self._held = None
-        self._drive_fingers([0.0] * len(fingers))
+        self._squeezing = True
+        self._squeeze()
         self._hold_arm(self.q())
         before = self._finger_positions()
         for tick in range(int(CLOSE_MAX_S / (self.substeps * self.time_step))):
