@@ -45,7 +45,7 @@ from robot import sandbox
 from robot.backends.base import RobotBackend
 from robot.contract import items as scoring
 from robot.contract.code_policy import DEFAULT_POLICY
-from robot.backends.sim import GRASP_MODES
+from robot.backends.sim_contact import GRASP_MODES
 from robot.contract.outcomes import MOTION_FAILURE, MOTION_FAILURE_MODES
 from robot.contract.params import NoiseParams, PipelineParams
 from robot.contract.world import World, read_world

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from robot_goals import SIMPLE_0, request
 
-from robot.backends import sim
+from robot.backends import sim_contact
 from robot.backends.sim import SimBackend
 from robot.contract.params import NoiseParams
 from robot.episode import EpisodeRunner, parse_goal
@@ -31,7 +31,7 @@ def _pick_and_lift(catalog, grasp: str, force_n: float | None = None, friction: 
                    monkeypatch=None, mass: float | None = None) -> tuple[SimBackend, float]:
     """Grasp BOX alone on the table, close, lift LIFT_M; the backend (still open) and how far the box rose."""
     if force_n is not None:
-        monkeypatch.setitem(sim.GRIP_FORCE_N, "panda", force_n)
+        monkeypatch.setitem(sim_contact.GRIP_FORCE_N, "panda", force_n)
     backend = SimBackend(grasp=grasp)
     backend.load_world(shapes.pick_place_trial(catalog[BOX], WorldsParams()).world)
     backend.reset(0)
@@ -59,7 +59,7 @@ def test_contact_carries_a_well_grasped_box_by_friction_alone(catalog, mass):
         squeeze = [sum(c[9] for c in backend.pb.getContactPoints(backend.robot.body, backend.sim_model(BOX).body,
                                                                  linkIndexA=f, physicsClientId=backend.client))
                    for f in backend.robot.fingers]
-        assert squeeze == pytest.approx([sim.GRIP_FORCE_N["panda"]] * 2, rel=0.1)  # each finger: the grip force
+        assert squeeze == pytest.approx([sim_contact.GRIP_FORCE_N["panda"]] * 2, rel=0.1)  # each finger: the grip force
         assert min(backend._finger_positions()) > 0.015  # the fingers stalled on the box, they did not close
     finally:
         backend.close()
