@@ -8,12 +8,16 @@ Goal (``request_json``)::
      "noise": {"position_m": 0.005, ...}, "pipeline": {"detection": "perceived", ...}, "pose_jitter_m": 0.005,
      "seed": 0,
      "timeout_s": 60, "memory_mb": 512, "arm": "panda", "isolation": "auto", "motion_failure": "return_false",
+     "grasp": "rigid",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
 Only ``code`` and one of ``world`` / ``world_file`` are required. ``isolation`` is what the goal demands of the
 runner's sandbox: ``auto`` / ``bwrap`` (namespaces: a runner started with ``--isolation none`` refuses the goal) or
 ``none`` (anything). ``motion_failure`` is what a motion tool does when the robot cannot carry it out
-(``robot/contract/outcomes.py``): ``return_false`` (default, the public RoboScript contract) or ``raise``. Result (``result_json``): ``ok`` (the goal could be run), ``error``, ``runner``, ``isolation``
+(``robot/contract/outcomes.py``): ``return_false`` (default, the public RoboScript contract) or ``raise``.
+``grasp`` is how the sim holds what it grasps (``robot/backends/sim.py``): ``contact`` (friction and the gripper's
+force) or ``rigid``; absent, the runner's backend keeps the mode it was built with; a backend without grasp modes
+refuses a goal that names one. Result (``result_json``): ``ok`` (the goal could be run), ``error``, ``runner``, ``isolation``
 (what the runner's sandbox uses), ``warnings``, ``policy`` (the code check), and per repeat: ``status``
 (robot/sandbox/),
 ``grammatical``, ``error``, ``steps``, ``calls`` (each tool call: line, arguments, result or error), ``notes``,
@@ -41,6 +45,7 @@ from robot import sandbox
 from robot.backends.base import RobotBackend
 from robot.contract import items as scoring
 from robot.contract.code_policy import DEFAULT_POLICY
+from robot.backends.sim_contact import GRASP_MODES
 from robot.contract.outcomes import MOTION_FAILURE, MOTION_FAILURE_MODES
 from robot.contract.params import NoiseParams, PipelineParams
 from robot.contract.world import World, read_world
@@ -71,6 +76,7 @@ class Goal:
     evaluation: list = field(default_factory=list)
     isolation: str | None = None
     motion_failure: str = MOTION_FAILURE
+    grasp: str | None = None
 
 
 def _field(data: dict, key: str, kind: type | tuple, default: Any = None, required: bool = False) -> Any:
@@ -142,6 +148,9 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
     if motion_failure not in MOTION_FAILURE_MODES:
         raise GoalError(f"goal field 'motion_failure' must be one of {', '.join(MOTION_FAILURE_MODES)}, got "
                         f"{motion_failure!r}.")
+    grasp = _field(data, "grasp", str)
+    if grasp is not None and grasp not in GRASP_MODES:
+        raise GoalError(f"goal field 'grasp' must be one of {', '.join(GRASP_MODES)}, got {grasp!r}.")
     try:
         items = scoring.parse_items(_field(data, "evaluation", list, []), world)
     except DataError as exc:
@@ -150,7 +159,7 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
                 perception=perception, noise=noise, pipeline=pipeline, pose_jitter_m=jitter,
                 seed=_field(data, "seed", int, 0),
                 timeout_s=timeout, memory_mb=memory, arm=_field(data, "arm", str), task_id=data.get("task_id"),
-                evaluation=items, isolation=isolation, motion_failure=motion_failure)
+                evaluation=items, isolation=isolation, motion_failure=motion_failure, grasp=grasp)
 
 
 def _check_pipeline(pipeline: PipelineParams) -> None:
@@ -182,10 +191,14 @@ class EpisodeRunner:
         self.backend = backend
         self.name = name
         self.isolation = isolation
+        self._grasp = getattr(backend, "grasp", None)
+        """The grasp mode the backend was built with: a goal that names none runs under it."""
 
-    def _load(self, world: World) -> None:
+    def _load(self, world: World, grasp: str | None = None) -> None:
         """Every goal starts from a fresh backend and its world loaded anew (``RobotBackend.restart``): the same goal
         gives the same outcome on any runner of a pool, whatever ran there before."""
+        if self._grasp is not None:
+            self.backend.grasp = grasp or self._grasp
         self.backend.restart()
         self.backend.load_world(world)
 
@@ -203,8 +216,11 @@ class EpisodeRunner:
                                     f"goal asks for isolation: {goal.isolation}.", self.name, goal.episode_id)
             warnings.append(f"{self.name or 'runner'}: {sandbox.NONE_WARNING}")
             log.warning("episode %s: %s", goal.episode_id, warnings[-1])
+        if goal.grasp and self._grasp is None:
+            return error_result(f"this runner's {self.backend.name} backend has no grasp modes; the goal asks for "
+                                f"grasp: {goal.grasp}.", self.name, goal.episode_id)
         verdict = DEFAULT_POLICY.check(goal.code)
-        self._load(goal.world)
+        self._load(goal.world, goal.grasp)
         limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
         repeats, cancelled = [], False
         for index in range(goal.repeats):

@@ -1,16 +1,28 @@
 """``sim``: the embedded robot -- PyBullet in DIRECT mode (no display), Franka Panda or UR5 on the world's table.
 
 How it moves. The arm is position-controlled kinematically: every control tick sets the joints to the next point of
-a planned path and steps the physics, so loose objects the arm touches are pushed, fall and settle under gravity.
+a planned path and steps the physics, so loose objects the arm touches are pushed, fall and settle under gravity
+(under ``grasp: contact`` the joints are set with the velocity that reaches the next point and velocity motors
+carry them there through the physics steps, so the contact solver sees the hand move).
 Plans are straight joint-space paths checked for collisions at every tick (the robot and what it carries against
 every model), with an "up, over and down" detour when the straight path is blocked; Cartesian motions follow the
 line by inverse kinematics at 1 cm spacing. An unreachable pose or a blocked path raises PlanningError.
 
-How it grasps. Closing moves each finger until it touches something. When both fingers touch the same loose object
-it is held: it follows the tool frame rigidly until the gripper opens, as Gazebo's grasp plugin does (friction
-grasps are not what the benchmark measures). When both touch a drawer's or door's handle, the part follows the
-hand along its joint -- pulled out along a prismatic axis, swung about a hinge, within the joint's limits -- and
-the grasp slips when the hand leaves the handle by more than 2.5 cm (pulling the wrong way loses the handle).
+How it grasps (``grasp``, one of GRASP_MODES; the ``contact`` half lives in ``sim_contact.py``):
+
+* ``contact``: the fingers close under position control with a bounded force (the gripper's continuous grip force,
+  GRIP_FORCE_N) at the gripper's speed until they stall, and the arm is driven through each tick of its path by
+  velocity motors (its joints are set to the planned point and move to the next one inside the physics step), so a
+  loose object between the fingers is lifted and carried by PyBullet's contact model alone -- the fingers' squeeze
+  and friction. It can slip, rotate in the hand, be dropped or knocked over; an object no finger is within
+  HOLD_GAP_M of any longer is no longer held (recorded in ``slipped``).
+* ``rigid`` (the default today, and the debugging option; docs/robot.md says why): closing moves each finger until
+  it touches something; when both fingers touch the same loose object it follows the tool frame rigidly until the
+  gripper opens, as Gazebo's grasp plugin does.
+
+In both, when the fingers pinch a drawer's or door's handle, the part follows the hand along its joint -- pulled
+out along a prismatic axis, swung about a hinge, within the joint's limits -- and the grasp slips when the hand
+leaves the handle by more than 2.5 cm (pulling the wrong way loses the handle).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from robot.backends.arms import HOME_OFFSET, load_arm
 from robot.backends.base import JointState, RobotBackend
 from robot.backends.sim_ghosts import GhostScene
 from robot.backends.sim_motion import MotionPlanner
+from robot.backends.sim_contact import GRASP_MODES, PAD_SPINNING_FRICTION, ContactGrip
 from robot.backends.sim_scene import SceneBuilder, SimModel
 from robot.contract.catalog import load_catalog
 from robot.contract.tool_api import Pose
@@ -67,18 +80,26 @@ class _Held:
         self.joint, self.grip_local, self.v0, self.tool0 = joint, grip_local, v0, tool0
 
 
-class SimBackend(RobotBackend):
+class SimBackend(ContactGrip, RobotBackend):
     name = "sim"
 
-    def __init__(self, arm: str = "panda", time_step: float = 1 / 240, substeps: int = 2):
+    def __init__(self, arm: str = "panda", time_step: float = 1 / 240, substeps: int = 2, grasp: str = "rigid"):
+        if grasp not in GRASP_MODES:
+            raise ValueError(f"grasp must be one of {', '.join(GRASP_MODES)}, got {grasp!r}")
         pb = _import_pybullet()
         self.pb = pb
         self.client = pb.connect(pb.DIRECT)
         pb.setGravity(0, 0, -9.81, physicsClientId=self.client)
         pb.setTimeStep(time_step, physicsClientId=self.client)
         self.substeps = substeps
+        self.time_step = time_step
         self.arm = arm
+        self.grasp = grasp
         self.robot = load_arm(pb, self.client, arm)
+        if grasp == "contact":
+            for finger in self.robot.fingers:
+                pb.changeDynamics(self.robot.body, finger, spinningFriction=PAD_SPINNING_FRICTION,
+                                  physicsClientId=self.client)
         self.gripper_max_opening = self.robot.max_opening
         self.catalog = load_catalog()
         self.builder = SceneBuilder(pb, self.client, self.catalog)
@@ -89,6 +110,8 @@ class SimBackend(RobotBackend):
         self._saved: int | None = None
         self._held: _Held | None = None
         self._finger_values: list[float] = [self.robot.finger_open] * len(self.robot.fingers)
+        self._squeezing = False
+        """Under ``contact``: the gripper was closed and its motors squeeze (until it opens)."""
         self._attached: set[str] = set()
         self._attached_at: dict[str, Pose] = {}  # the tool pose when each attached object was attached
         self._released: tuple[str, np.ndarray] | None = None
@@ -125,7 +148,10 @@ class SimBackend(RobotBackend):
             pb.resetJointState(part.body, part.link, joint.value, physicsClientId=self.client)
         self._set_home()
         self._set_q(self.robot.home)
+        self._squeezing = False
         self._set_fingers(self.robot.finger_open)
+        if self.grasp == "contact":
+            self._hold_arm(self.robot.home)
         self._step(60)
         self._saved = pb.saveState(physicsClientId=self.client)
 
@@ -157,7 +183,10 @@ class SimBackend(RobotBackend):
                     pb.resetBasePositionAndOrientation(sim.body, (pos[0] + dx, pos[1] + dy, pos[2]), orn,
                                                        physicsClientId=self.client)
         self._set_q(self.robot.home)
+        self._squeezing = False
         self._set_fingers(self.robot.finger_open)
+        if self.grasp == "contact":
+            self._hold_arm(self.robot.home)
         self._step(30)
 
     def sim_model(self, name: str) -> SimModel:
@@ -300,6 +329,17 @@ class SimBackend(RobotBackend):
         values = [value] * len(self.robot.fingers) if isinstance(value, float) else list(value)
         self._finger_values = values
         self._reset_joints(self.robot.fingers, values)
+        if self.grasp == "contact" and not self._squeezing:  # a closed gripper keeps squeezing
+            self._drive_fingers(values)
+
+    # ------------------------------------------------------------------------------------------------ motors (contact)
+
+    def _relative_to_tool(self, model: SimModel):
+        pb = self.pb
+        tool = self.tool_pose()
+        pos, orn = pb.getBasePositionAndOrientation(model.body, physicsClientId=self.client)
+        inv = pb.invertTransform(tool.position, tool.orientation)
+        return pb.multiplyTransforms(inv[0], inv[1], pos, orn)
 
     def tool_pose(self) -> Pose:
         state = self.pb.getLinkState(self.robot.body, self.robot.tool_link, computeForwardKinematics=True,
@@ -307,7 +347,11 @@ class SimBackend(RobotBackend):
         return Pose(tuple(float(v) for v in state[4]), tuple(float(v) for v in state[5]))
 
     def execute(self, path: list[np.ndarray]) -> None:
-        """Play a joint path tick by tick: set the joints, carry what is held, step the physics."""
+        """Play a joint path tick by tick: set the joints, carry what is held, step the physics. Under ``contact``
+        the arm is driven through each tick instead (``_drive_tick``) and what it holds is carried by the contacts."""
+        if self.grasp == "contact":
+            self._execute_driven(path)
+            return
         for q in path:
             if self.interrupt is not None:
                 self.interrupt()
@@ -318,7 +362,7 @@ class SimBackend(RobotBackend):
 
     def _carry(self) -> None:
         held = self._held
-        if held is None:
+        if held is None or (held.joint is None and self.grasp == "contact"):
             return
         pb = self.pb
         tool = self.tool_pose()
@@ -415,6 +459,10 @@ class SimBackend(RobotBackend):
     def open_gripper(self) -> None:
         pb = self.pb
         self._held = None
+        if self.grasp == "contact":
+            self._open_driven()
+            self.settle()
+            return
         current = pb.getJointState(self.robot.body, self.robot.fingers[0], physicsClientId=self.client)[0]
         for value in np.linspace(current, self.robot.finger_open, 8):
             self._set_fingers(float(value))
@@ -432,6 +480,8 @@ class SimBackend(RobotBackend):
                 break
 
     def close_gripper(self) -> str | None:
+        if self.grasp == "contact":
+            return self._close_contact()
         pb = self.pb
         fingers = self.robot.fingers
         values = list(self._finger_values)
@@ -486,10 +536,7 @@ class SimBackend(RobotBackend):
         model = self._models[name]
         tool = self.tool_pose()
         if model.dynamic:
-            pos, orn = pb.getBasePositionAndOrientation(model.body, physicsClientId=self.client)
-            inv = pb.invertTransform(tool.position, tool.orientation)
-            rel = pb.multiplyTransforms(inv[0], inv[1], pos, orn)
-            self._held = _Held(name, model, rel=rel)
+            self._held = _Held(name, model, rel=self._relative_to_tool(model))
             return
         joint = next((j for j in self.world.joints if name in (j.part, j.handle)), None)
         if joint is None:
@@ -503,10 +550,10 @@ class SimBackend(RobotBackend):
     def restart(self) -> None:
         """A new physics client with the robot reloaded (~0.3 s): PyBullet's restoreState brings back poses and
         velocities, not everything a previous goal left behind (solver caches, body ids, motor targets)."""
-        arm, time_step, substeps = self.arm, self.pb.getPhysicsEngineParameters(
-            physicsClientId=self.client)["fixedTimeStep"], self.substeps
+        arm, time_step, substeps, grasp = self.arm, self.pb.getPhysicsEngineParameters(
+            physicsClientId=self.client)["fixedTimeStep"], self.substeps, self.grasp
         self.close()
-        self.__init__(arm, time_step, substeps)
+        self.__init__(arm, time_step, substeps, grasp)
 
     def close(self) -> None:
         try:

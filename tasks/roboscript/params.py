@@ -151,6 +151,10 @@ class RobotEvalParams(Strict):
     """What a motion tool does when the robot cannot plan or execute it (robot/contract/outcomes.py):
     return_false -- the public RoboScript contract: it returns False, the code goes on and the repeat is scored on
     the final state; raise -- it raises RobotError, the repeat ends robot_error and scores 0 (stricter)."""
+    grasp: Literal["rigid", "contact"] = "rigid"
+    """How the sim holds what it grasps (robot/backends/sim.py, docs/robot.md "Grasping with contacts"): rigid --
+    a loose object both fingers touch follows the hand rigidly (Gazebo's grasp plugin; the default); contact --
+    only the fingers' force and friction hold it, so it can slip, turn in the hand or fall."""
     seed: int = 0
     shapes: ShapesParams = ShapesParams()
     ablation: AblationParams = AblationParams()
@@ -161,7 +165,7 @@ class RobotEvalParams(Strict):
         return {"perception": self.perception, "noise": self.noise.model_dump(),
                 "pipeline": self.pipeline.model_dump(mode="json"), "pose_jitter_m": self.pose_jitter_m,
                 "seed": self.seed, "timeout_s": self.episode_timeout_s, "memory_mb": self.memory_mb,
-                "isolation": self.isolation, "motion_failure": self.motion_failure}
+                "isolation": self.isolation, "motion_failure": self.motion_failure, "grasp": self.grasp}
 
     @field_validator("backend")
     @classmethod
