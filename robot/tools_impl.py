@@ -318,9 +318,13 @@ class RobotTools(ToolAPI):
         model = self.backend.model(name) if name != "table" else None
         if model is not None and model.category == "drawer":
             joints = self._joints_of(name)
+            inset_front, inset = DRAWER_PANEL + WALL_CLEARANCE, DRAWER_WALL + WALL_CLEARANCE
+            if joints and joints[0].axis[0] > 0:  # a cabinet turned round (front to +x): the panel is at +x
+                front = self.perception.box(CABINET)[3]
+                x0 = max(box[0], front) if box[3] > front + DRAWER_PANEL else box[0]
+                return (x0 + inset, box[1] + inset, box[3] - inset_front, box[4] - inset), box[2] + DRAWER_WALL
             front = self.perception.box(CABINET)[0] if joints else box[3]
             x1 = min(box[3], front) if box[0] < front - DRAWER_PANEL else box[3]
-            inset_front, inset = DRAWER_PANEL + WALL_CLEARANCE, DRAWER_WALL + WALL_CLEARANCE
             return (box[0] + inset_front, box[1] + inset, x1 - inset, box[4] - inset), box[2] + DRAWER_WALL
         if model is not None and model.container:
             asset = self.catalog.assets.get(model.asset)
@@ -382,9 +386,10 @@ class RobotTools(ToolAPI):
             deep = grasps.release_height(floor, rim) < rim  # the object's bottom, and the fingers, go below the rim
             here = ((obj[0] + obj[3]) / 2, (obj[1] + obj[4]) / 2)
             # shallow (plates, trays): pack from the corner nearest the object; deep (bowls, baskets, drawers):
-            # fingers inside, hand above -- from the middle of the side facing the robot, away from what stands
-            # behind the receptacle (a cabinet's face above an open drawer)
-            anchor = (region[0], (region[1] + region[3]) / 2) if deep else min(
+            # fingers inside, hand above -- from the middle of the side facing the robot (the x edge nearer the
+            # base), away from what stands behind the receptacle (a cabinet's face above an open drawer)
+            near_x = min(region[0], region[2], key=lambda v: abs(v - self.backend.workspace.base[0]))
+            anchor = (near_x, (region[1] + region[3]) / 2) if deep else min(
                 ((region[i], region[j]) for i in (0, 2) for j in (1, 3)),
                 key=lambda c: math.hypot(c[0] - here[0], c[1] - here[1]))
             spots = grasps.free_spots(region, footprint, occupied, anchor, pad, fingers_inside=deep)
