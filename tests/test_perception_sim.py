@@ -35,8 +35,8 @@ def sim():
 @pytest.fixture(scope="module")
 def tasks(catalog):
     """The benchmark tasks in our world set: these tests calibrate the perception pipeline on those scenes. In the
-    public worlds (the default) the objects stand 0.25-0.4 m from the base, under the arm, and the robot's false
-    detections merge with the apple; perceived perception there is not yet measured (docs/robot.md)."""
+    public worlds (the default) the loose objects are perceived as well (boxes within 1.1 cm), but they stand
+    0.25-0.4 m from the base, under the arm, where the robot's own false detections merge with the apple."""
     from tasks.roboscript.benchmark import load_benchmark
     from tasks.roboscript.params import WorldsParams
 
