@@ -154,22 +154,14 @@ def test_a_world_that_puts_the_floor_cabinet_onto_the_table_is_refused():
 
 @pytest.mark.sim
 def test_public_style_drawer_code_pulls_the_public_drawer_along_plus_x_and_fills_it():
-    from robot_goals import goal
+    from robot_goals import run_once
     from test_roboscript_public_api import PUBLIC_STYLE_DRAWER
 
-    from robot.backends import create_backend
-    from robot.episode import EpisodeRunner
     from tasks.roboscript.eval.scoring import task_metrics
 
-    task = PUBLIC["Moderate_2"]
     # The public GPT-4 code for world_5 pulls by 0.25 m (generated_code/text_gpt_4/raw_world_5_mug_to_cabinet.json).
     code = PUBLIC_STYLE_DRAWER.replace("distance=0.2)", "distance=0.25)")
-    runner = EpisodeRunner(create_backend("sim", arm="panda"), "public-worlds")
-    try:
-        result = runner.run(goal(task, code, repeats=1))
-    finally:
-        runner.backend.close()
-    repeat = result["repeats"][0]
+    result, repeat = run_once(PUBLIC["Moderate_2"], code, "public-worlds")
     assert repeat["status"] == "ok", repeat["error"]
     assert repeat["state"]["joints"]["cabinet.drawer_1"] > 0.2
     handle = repeat["state"]["boxes"]["cabinet.handle_1"]
