@@ -318,9 +318,13 @@ class RobotTools(ToolAPI):
         model = self.backend.model(name) if name != "table" else None
         if model is not None and model.category == "drawer":
             joints = self._joints_of(name)
+            inset_front, inset = DRAWER_PANEL + WALL_CLEARANCE, DRAWER_WALL + WALL_CLEARANCE
+            if joints and joints[0].axis[0] > 0:  # a cabinet turned round (front to +x): the panel is at +x
+                front = self.perception.box(CABINET)[3]
+                x0 = max(box[0], front) if box[3] > front + DRAWER_PANEL else box[0]
+                return (x0 + inset, box[1] + inset, box[3] - inset_front, box[4] - inset), box[2] + DRAWER_WALL
             front = self.perception.box(CABINET)[0] if joints else box[3]
             x1 = min(box[3], front) if box[0] < front - DRAWER_PANEL else box[3]
-            inset_front, inset = DRAWER_PANEL + WALL_CLEARANCE, DRAWER_WALL + WALL_CLEARANCE
             return (box[0] + inset_front, box[1] + inset, x1 - inset, box[4] - inset), box[2] + DRAWER_WALL
         if model is not None and model.container:
             asset = self.catalog.assets.get(model.asset)
@@ -371,23 +375,38 @@ class RobotTools(ToolAPI):
             if receptacle == "table":
                 occupied = [b for n, b in self.perception.boxes().items()
                             if n not in (name, "table") and not n.startswith(CABINET + ".")]
-            rotation = grasps.matrix_from_quat(tool.orientation)
-            closing, side = np.abs(rotation[:2, 1]), np.abs(rotation[:2, 0])
-            across = float(closing @ np.array(footprint))  # the object's extent between the fingers
-            along = float(side @ np.array(footprint))
-            reach = max(grasps.FINGER_PAD, (self.backend.gripper_opening() - across) / 2 + grasps.FINGER_PAD)
-            width = max(0.0, grasps.FINGER_WIDTH / 2 - along / 2)  # fingers wider than a small object
-            pad = tuple(float(v) for v in closing * reach + side * width)
             rim = float(rbox[5])
             deep = grasps.release_height(floor, rim) < rim  # the object's bottom, and the fingers, go below the rim
             here = ((obj[0] + obj[3]) / 2, (obj[1] + obj[4]) / 2)
             # shallow (plates, trays): pack from the corner nearest the object; deep (bowls, baskets, drawers):
-            # fingers inside, hand above -- from the middle of the side facing the robot, away from what stands
-            # behind the receptacle (a cabinet's face above an open drawer)
-            anchor = (region[0], (region[1] + region[3]) / 2) if deep else min(
+            # fingers inside, hand above -- from the middle of the side facing the robot (the x edge nearer the
+            # base), away from what stands behind the receptacle (a cabinet's face above an open drawer)
+            near_x = min(region[0], region[2], key=lambda v: abs(v - self.backend.workspace.base[0]))
+            anchor = (near_x, (region[1] + region[3]) / 2) if deep else min(
                 ((region[i], region[j]) for i in (0, 2) for j in (1, 3)),
                 key=lambda c: math.hypot(c[0] - here[0], c[1] - here[1]))
-            spots = grasps.free_spots(region, footprint, occupied, anchor, pad, fingers_inside=deep)
+            # The hand as it holds the object; then turned a quarter about the vertical, object and all, for when no
+            # spot of the first suits the arm (a drawer under another drawer leaves room for a hand across its
+            # opening, not along it).
+            dx, dy = tool.position[0] - here[0], tool.position[1] - here[1]
+            candidates: list[Pose] = []
+            for turn in (0.0, math.pi / 2):
+                q = _quat_mul(_quat_about(np.array([0.0, 0.0, 1.0]), turn), tool.orientation) if turn else \
+                    np.asarray(tool.orientation, dtype=float)
+                fp = footprint if not turn else (footprint[1], footprint[0])
+                ox, oy = (dx, dy) if not turn else (-dy, dx)
+                rotation = grasps.matrix_from_quat(q)
+                closing, side = np.abs(rotation[:2, 1]), np.abs(rotation[:2, 0])
+                across = float(closing @ np.array(fp))  # the object's extent between the fingers
+                along = float(side @ np.array(fp))
+                reach = max(grasps.FINGER_PAD, (self.backend.gripper_opening() - across) / 2 + grasps.FINGER_PAD)
+                width = max(0.0, grasps.FINGER_WIDTH / 2 - along / 2)  # fingers wider than a small object
+                pad = tuple(float(v) for v in closing * reach + side * width)
+                spots = grasps.free_spots(region, fp, occupied, anchor, pad, fingers_inside=deep)
+                release = grasps.release_height(floor, rim)
+                candidates += [Pose((x + ox, y + oy, release + hang), tuple(float(v) for v in q))
+                               for x, y in spots[:PLACE_CANDIDATES]]
+            return self._first_reachable(candidates)
         elif position is not None:
             x, y = (float(v) for v in _finite(position, 3, "position")[:2])
             floor = self._support_height(x, y, {name})
@@ -398,11 +417,13 @@ class RobotTools(ToolAPI):
         # the tool frame sits above the object's footprint centre by the same offset it has now
         dx, dy = tool.position[0] - (obj[0] + obj[3]) / 2, tool.position[1] - (obj[1] + obj[4]) / 2
         release = grasps.release_height(floor, rim)
-        poses = [Pose((x + dx, y + dy, release + hang), tool.orientation) for x, y in spots[:PLACE_CANDIDATES]]
-        # The best spot by the boxes alone can put the fingers into a wall the boxes place a few millimetres off
-        # (a perceived drawer): take the first spot whose pose the arm reaches without collision, as a planner
-        # would; with none, the best one, whose motion then fails with its reason (a pose outside the workspace
-        # too: the public parse_place_pose only computes a pose, the motion to it is what fails).
+        return self._first_reachable([Pose((x + dx, y + dy, release + hang), tool.orientation) for x, y in spots])
+
+    def _first_reachable(self, poses: list[Pose]) -> Pose:
+        """The best spot by the boxes alone can put the fingers into a wall the boxes place a few millimetres off
+        (a perceived drawer): take the first pose the arm reaches without collision, as a planner would; with none,
+        the first, whose motion then fails with its reason (a pose outside the workspace too: the public
+        parse_place_pose only computes a pose, the motion to it is what fails)."""
         if len(poses) > 1:
             for pose in poses:
                 if not self.backend.workspace.violation(np.array(pose.position)) and \

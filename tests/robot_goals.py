@@ -33,3 +33,16 @@ def goal(task, code: str, repeats: int = 1, **extra):
     from robot.episode import parse_goal
 
     return parse_goal(json.dumps(request(task, code, repeats, **extra)))
+
+
+def run_once(task, code: str, caller: str) -> tuple[dict, dict]:
+    """One repeat of ``code`` on a fresh in-process Panda sim runner: (the result, its repeat)."""
+    from robot.backends import create_backend
+    from robot.episode import EpisodeRunner
+
+    runner = EpisodeRunner(create_backend("sim", arm="panda"), caller)
+    try:
+        result = runner.run(goal(task, code, repeats=1))
+    finally:
+        runner.backend.close()
+    return result, result["repeats"][0]

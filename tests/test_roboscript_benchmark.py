@@ -69,7 +69,7 @@ def test_each_task_carries_the_public_eval_items_objects_and_cabinet(task_id):
     loose = {m.name for m in task.world.models if m.kind in ("object", "container")}
     assert loose == PUBLIC_WORLDS[world]
     cabinet = [m for m in task.world.models if m.kind == "cabinet"]
-    assert [m.asset for m in cabinet] == ["cabinet_4_drawers"]  # every public world has its 4-drawer cabinet
+    assert [m.asset for m in cabinet] == ["cabinet_1076"]  # every public world has its 4-drawer cabinet_1076
     assert [j.part for j in task.world.joints] == [f"cabinet.drawer_{i}" for i in range(4)]
 
 
@@ -125,7 +125,7 @@ def test_a_goal_state_satisfies_every_item(task_id):
 def test_items_fail_for_the_right_measurement():
     state = _goal_state("Moderate_2")
     mug = state.boxes["white_and_yellow_mug"]
-    state.boxes["white_and_yellow_mug"] = dataclasses.replace(mug, z0=mug.z0 + 0.05, z1=mug.z1 + 0.05)  # sticks out
+    state.boxes["white_and_yellow_mug"] = dataclasses.replace(mug, z0=mug.z0 + 0.15, z1=mug.z1 + 0.15)  # sticks out
     (result,) = evaluate(TASKS["Moderate_2"], state)
     assert not result.ok and "volume inside" in result.detail
     state = _goal_state("Hard_0")
@@ -164,5 +164,5 @@ def _bad_file(tmp_path, old: str, new: str):
 ])
 def test_bad_declarations_are_named(tmp_path, old, new, words):
     with pytest.raises(DataError) as info:
-        load_benchmark(CATALOG, WorldsParams(), _bad_file(tmp_path, old, new))
+        load_benchmark(CATALOG, WorldsParams(benchmark_worlds="ours"), _bad_file(tmp_path, old, new))
     assert words in str(info.value)

@@ -8,7 +8,7 @@ import pickle
 
 import numpy as np
 import pytest
-from robot_goals import goal
+from robot_goals import goal, run_once
 
 from robot.contract.code_policy import DEFAULT_POLICY
 from robot.contract.tool_api import TOOL_SPECS, VALUE_TYPES, Point, Pose, Quaternion
@@ -124,16 +124,7 @@ def test_poses_are_shaped_like_geometry_msgs():
 
 @pytest.mark.sim
 def test_public_style_code_opens_the_drawer_and_places_the_mug_on_the_sim(tasks):
-    from robot.backends import create_backend
-    from robot.episode import EpisodeRunner
-
-    task = tasks["Moderate_2"]
-    runner = EpisodeRunner(create_backend("sim", arm="panda"), "public-api")
-    try:
-        result = runner.run(goal(task, PUBLIC_STYLE_DRAWER, repeats=1))
-    finally:
-        runner.backend.close()
-    repeat = result["repeats"][0]
+    result, repeat = run_once(tasks["Moderate_2"], PUBLIC_STYLE_DRAWER, "public-api")
     assert repeat["status"] == "ok", repeat["error"]
     assert "grasp at 0." in repeat["stdout"]
     assert repeat["state"]["joints"]["cabinet.drawer_1"] > 0.15

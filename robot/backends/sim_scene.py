@@ -140,7 +140,8 @@ class SceneBuilder:
         path = Path(self._tmp.name) / f"cabinet_{world.world_id}.urdf"
         path.write_text(text)
         body_model = world.model(CABINET)
-        body = pb.loadURDF(str(path), basePosition=list(body_model.position), useFixedBase=True,
+        body = pb.loadURDF(str(path), basePosition=list(body_model.position),
+                           baseOrientation=_yaw_quat(body_model.yaw_deg), useFixedBase=True,
                            physicsClientId=self.client)
         names = {pb.getJointInfo(body, i, physicsClientId=self.client)[12].decode(): i
                  for i in range(pb.getNumJoints(body, physicsClientId=self.client))}

@@ -76,9 +76,18 @@ def _handle_geometry(size: tuple[float, float, float]) -> str:
 
 
 def cabinet_urdf(world: World) -> tuple[str, dict[str, str]]:
-    """URDF of the world's cabinet (base link at the cabinet's box centre) and the link name of each part model."""
+    """URDF of the world's cabinet (base link at the cabinet's box centre) and the link name of each part model.
+
+    The links are in the cabinet's own frame, front to -x; a cabinet turned round (``yaw_deg`` 180, the public
+    benchmark's) is loaded with that yaw, so world offsets and axes are turned back into its frame here."""
     body = world.model(CABINET)
     centre, (sx, sy, sz) = body.position, body.size
+    turned = round(body.yaw_deg) % 360 == 180
+
+    def own(v: Iterable[float]) -> list[float]:
+        x, y, z = v
+        return [-x, -y, z] if turned else [x, y, z]
+
     panels = [
         ((sx / 2 - PANEL / 2, 0, 0), (PANEL, sy, sz)),                     # back
         ((0, -sy / 2 + PANEL / 2, 0), (sx, PANEL, sz)),                    # right side (-y)
@@ -107,12 +116,13 @@ def cabinet_urdf(world: World) -> tuple[str, dict[str, str]]:
             geometry = "".join(_box(xyz, size) for xyz, size in tray)
         else:  # revolute door: its frame sits on the hinge
             frame = joint.origin
-            geometry = _box(_sub(part.position, frame), part.size)
-        rel = _sub(frame, centre)
+            geometry = _box(own(_sub(part.position, frame)), part.size)
+        rel = own(_sub(frame, centre))
         links.append(_link(part_link, geometry, 1.0))
-        joints.append(_joint(f"joint_{j}", joint.type, "body", part_link, rel, joint.axis, (joint.lower, joint.upper)))
+        joints.append(_joint(f"joint_{j}", joint.type, "body", part_link, rel, own(joint.axis),
+                             (joint.lower, joint.upper)))
         links.append(_link(handle_link, _handle_geometry(handle.size), 0.1))
-        joints.append(_joint(f"handle_fix_{j}", "fixed", part_link, handle_link, _sub(handle.position, frame)))
+        joints.append(_joint(f"handle_fix_{j}", "fixed", part_link, handle_link, own(_sub(handle.position, frame))))
         link_of[joint.part], link_of[joint.handle] = part_link, handle_link
     text = '<?xml version="1.0"?>\n<robot name="cabinet">\n' + "\n".join(links + joints) + "\n</robot>\n"
     return text, link_of

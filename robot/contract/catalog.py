@@ -25,8 +25,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIELDS = {
     "common": {"name", "kind", "category", "colour", "size", "mass", "pickable", "source"},
     "container": {"holds", "opening", "floor"},
-    "cabinet": {"drawers", "doors"},
+    "cabinet": {"drawers", "doors", "stands", "drawer_bands", "drawer_depth", "travel", "handle"},
 }
+STANDS = ("table", "floor")
 MAX_SIZE_M = 3.0
 
 
@@ -44,6 +45,16 @@ class Asset:
     floor: float = 0.0
     drawers: int = 0
     doors: int = 0
+    stands: str = "table"
+    """Cabinets: on the ``table`` top (the sampled worlds) or on the ``floor`` beside it (the public benchmark's)."""
+    drawer_bands: tuple[tuple[float, float], ...] = ()
+    """Cabinets: (bottom, top) of each drawer above the cabinet's bottom, top drawer first; () = stacked evenly."""
+    drawer_depth: float | None = None
+    """Cabinets: a drawer's depth from the front face; None = the body's depth less 3 cm."""
+    travel: float | None = None
+    """Cabinets: how far a drawer pulls out (m); None = 0.6 x its depth."""
+    handle: tuple[float, float, float] | None = None
+    """Cabinets: a drawer handle's box (depth off the front, width, height); None = the default bar."""
     source: str = ""
     line: int | None = None
 
@@ -108,7 +119,8 @@ class Catalog:
 
     @property
     def cabinets(self) -> list[Asset]:
-        return self.of_kind("cabinet")
+        """The cabinets a tabletop world may hold (those standing on the table)."""
+        return [a for a in self.of_kind("cabinet") if a.stands == "table"]
 
     def __getitem__(self, name: str) -> Asset:
         try:
@@ -226,7 +238,33 @@ class _EntryChecker:
             counts[key] = value
         if counts["drawers"] + counts["doors"] == 0:
             self.bad("drawers", "a cabinet needs at least one drawer or door")
-        return counts
+        out: dict[str, Any] = dict(counts)
+        stands = self.raw.get("stands", "table")
+        if stands not in STANDS:
+            self.bad("stands", f"must be one of {', '.join(STANDS)}, got {stands!r}")
+        out["stands"] = stands
+        bands = self.raw.get("drawer_bands")
+        if bands is not None:
+            pairs = [_numbers(b, 2) for b in bands] if isinstance(bands, list) else [None]
+            if any(p is None or not 0 <= p[0] < p[1] for p in pairs) or len(pairs) != counts["drawers"]:
+                self.bad("drawer_bands", f"must list one [bottom, top] (0 <= bottom < top, metres) per drawer "
+                                         f"({counts['drawers']}), top drawer first, got {bands!r}")
+            else:
+                out["drawer_bands"] = tuple((p[0], p[1]) for p in pairs)  # type: ignore[index]
+        for key in ("drawer_depth", "travel"):
+            value = self.raw.get(key)
+            if value is not None:
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= MAX_SIZE_M:
+                    self.bad(key, f"must be a length in metres > 0, got {value!r}")
+                else:
+                    out[key] = float(value)
+        if self.raw.get("handle") is not None:
+            handle = _numbers(self.raw.get("handle"), 3)
+            if handle is None or min(handle) <= 0:
+                self.bad("handle", f"must be [depth, width, height] > 0 in metres, got {self.raw.get('handle')!r}")
+            else:
+                out["handle"] = (handle[0], handle[1], handle[2])
+        return out
 
 
 def parse_catalog(text: str, source: str = "assets.yaml", strict: bool = True) -> Catalog:

@@ -3,8 +3,9 @@ of articulated furniture. Serialised as the world definition JSON that the ROS s
 
 Conventions (metres, degrees): world frame x away from the robot across the table, y to its left, z up from the
 floor. A model's ``position`` is the centre of its bounding box; ``yaw_deg`` is 0 or 90 (axis-aligned footprints);
-``size`` is the box in world axes (after the yaw). A cabinet's front faces the robot (-x): drawers slide out along
--x, doors swing about vertical hinges on the front face.
+``size`` is the box in world axes (after the yaw). A cabinet on the table faces the robot (-x): drawers slide out
+along -x, doors swing about vertical hinges on the front face. A cabinet standing on the floor (parent ``floor``,
+the public benchmark's cabinet_1076 behind the robot) may be turned round (``yaw_deg`` 180): front and drawers +x.
 """
 
 from __future__ import annotations
@@ -224,6 +225,8 @@ HANDLE = (0.03, 0.10, 0.02)  # depth (x), width (y), height (z) of a handle bar
 
 
 def drawer_travel(asset: Asset) -> float:
+    if asset.travel is not None:
+        return asset.travel
     return round(0.6 * (asset.size[0] - 0.03), 4)
 
 
@@ -242,7 +245,8 @@ def reach_rect(model: Model) -> Rect:
     """
     rect = model.bbox.rect
     if model.kind == "cabinet":
-        return Rect(rect.x0, rect.y0, rect.x0, rect.y1)
+        front = rect.x1 if round(model.yaw_deg) % 360 == 180 else rect.x0
+        return Rect(front, rect.y0, front, rect.y1)
     return rect
 
 
@@ -265,38 +269,60 @@ def handle_paths(models: list[Model], joints: list[Joint]) -> list[tuple[str, Re
     return paths
 
 
-def cabinet_models(asset: Asset, center_xy: tuple[float, float], table_z: float) -> tuple[list[Model], list[Joint]]:
-    """The cabinet body, its drawers (top first), doors and handles, and one joint per drawer or door."""
+def cabinet_models(asset: Asset, center_xy: tuple[float, float], base_z: float,
+                   yaw_deg: float = 0.0) -> tuple[list[Model], list[Joint]]:
+    """The cabinet body, its drawers (top first), doors and handles, and one joint per drawer or door.
+
+    ``base_z`` is what the cabinet stands on (the table top, or 0 for the floor). At ``yaw_deg`` 0 its front faces
+    the robot (-x) and drawers pull out along -x; at 180 it is turned round about its centre, as the public
+    benchmark's cabinet behind the robot is: front to +x, drawers pulled along +x.
+    """
+    if round(yaw_deg) % 360 not in (0, 180):
+        raise ValueError(f"a cabinet's yaw must be 0 or 180 degrees, got {yaw_deg}")
+    turned = round(yaw_deg) % 360 == 180
     sx, sy, sz = asset.size
     cx, cy = center_xy
     x0, y0, y1 = cx - sx / 2, cy - sy / 2, cy + sy / 2
-    body = model_of(asset, CABINET, center_xy, table_z, 0.0, "table", "on")
+    body = model_of(asset, CABINET, center_xy, base_z, 180.0 if turned else 0.0, asset.stands, "on")
     models, joints = [body], []
     inner = sz - 2 * PLINTH
     drawer_band = inner if asset.doors == 0 else (inner * 0.4 if asset.drawers else 0.0)
-    top = table_z + PLINTH + inner
+    top = base_z + PLINTH + inner
+    hx, hy, hz = asset.handle or HANDLE
+    depth = asset.drawer_depth if asset.drawer_depth is not None else sx - 0.03
+
+    def turn(box: Box) -> Box:  # 180 degrees about the cabinet's centre
+        if not turned:
+            return box
+        return Box(2 * cx - box.x1, 2 * cy - box.y1, box.z0, 2 * cx - box.x0, 2 * cy - box.y0, box.z1)
+
+    def turn_point(p: tuple[float, float, float]) -> tuple[float, ...]:
+        return tuple(round(v, 6) for v in ((2 * cx - p[0], 2 * cy - p[1], p[2]) if turned else p))
 
     def part(name: str, category: str, box: Box) -> Model:
+        box = turn(box)
         return Model(name=name, asset=asset.name, kind="part", category=category, colour=asset.colour, mass=0.0,
                      pickable=False, container=category == "drawer",
                      position=tuple(round(v, 6) for v in box.center),  # type: ignore[arg-type]
                      yaw_deg=0.0, size=(round(box.x1 - box.x0, 6), round(box.y1 - box.y0, 6),
                                         round(box.z1 - box.z0, 6)), parent=CABINET, relation="part_of")
 
+    pull = (1.0, 0.0, 0.0) if turned else (-1.0, 0.0, 0.0)
     if asset.drawers:
         height = drawer_band / asset.drawers
         for i in range(asset.drawers):
-            z_hi, z_lo = top - i * height, top - (i + 1) * height
-            drawer = Box(x0, y0 + 0.02, z_lo + 0.005, x0 + sx - 0.03, y1 - 0.02, z_hi - 0.005)
+            if asset.drawer_bands:
+                z_lo, z_hi = base_z + asset.drawer_bands[i][0], base_z + asset.drawer_bands[i][1]
+            else:
+                z_hi, z_lo = top - i * height - 0.005, top - (i + 1) * height + 0.005
+            drawer = Box(x0, y0 + 0.02, z_lo, x0 + depth, y1 - 0.02, z_hi)
             zc = (z_lo + z_hi) / 2
-            handle = Box(x0 - HANDLE[0], cy - HANDLE[1] / 2, zc - HANDLE[2] / 2, x0, cy + HANDLE[1] / 2,
-                         zc + HANDLE[2] / 2)
+            handle = Box(x0 - hx, cy - hy / 2, zc - hz / 2, x0, cy + hy / 2, zc + hz / 2)
             models += [part(f"{CABINET}.drawer_{i}", "drawer", drawer), part(f"{CABINET}.handle_{i}", "handle", handle)]
             joints.append(Joint(f"{CABINET}.drawer_{i}_joint", f"{CABINET}.drawer_{i}", f"{CABINET}.handle_{i}",
-                                "prismatic", (-1.0, 0.0, 0.0), tuple(round(v, 6) for v in handle.center),
-                                0.0, drawer_travel(asset)))
+                                "prismatic", pull, turn_point(handle.center), 0.0, drawer_travel(asset)))
     if asset.doors:
-        z_lo, z_hi = table_z + PLINTH, top - drawer_band
+        z_lo, z_hi = base_z + PLINTH, top - drawer_band
         width = sy / asset.doors
         for j in range(asset.doors):
             d_y1 = y1 - j * width
@@ -305,7 +331,7 @@ def cabinet_models(asset: Asset, center_xy: tuple[float, float], table_z: float)
             zc = (z_lo + z_hi) / 2
             handle = Box(x0 - 0.02 - HANDLE[0], d_y0 + 0.03, zc - HANDLE[1] / 2, x0 - 0.02, d_y0 + 0.05,
                          zc + HANDLE[1] / 2)
-            hinge = (round(x0 - 0.01, 6), round(d_y1 - 0.005, 6), round(zc, 6))
+            hinge = turn_point((x0 - 0.01, d_y1 - 0.005, zc))
             models += [part(f"{CABINET}.door_{j}", "door", door),
                        part(f"{CABINET}.door_handle_{j}", "handle", handle)]
             joints.append(Joint(f"{CABINET}.door_{j}_joint", f"{CABINET}.door_{j}", f"{CABINET}.door_handle_{j}",

@@ -50,9 +50,11 @@ class Pipeline:
         self.rng = np.random.default_rng(seed + 7919)
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
-        ws = self.backend.workspace
+        # The table, not the whole workspace: with furniture behind the robot (the public worlds) the workspace
+        # reaches 1.4 m back, and a volume that large loses the arm from the reconstruction.
+        x0, y0, x1, y1 = self.backend.world.table.bounds()
         top = self.backend.world.table.height
-        return (np.array([ws.x[0], ws.y[0], top - CROP_BELOW_M]), np.array([ws.x[1], ws.y[1], top + CROP_ABOVE_M]))
+        return (np.array([x0, y0, top - CROP_BELOW_M]), np.array([x1, y1, top + CROP_ABOVE_M]))
 
     def run(self, names: list[str], with_scene: bool = True) -> PerceptionResult:
         timings: dict[str, float] = {}

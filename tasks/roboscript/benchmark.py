@@ -29,6 +29,7 @@ from robot.contract.items import (
     initial_state,
 )
 from robot.contract.world import Model, World, cabinet_models, model_of
+from robot.contract.params import RobotParams, TableParams
 from tasks.roboscript.params import WorldsParams
 from tasks.roboscript.worlds import world_problems
 
@@ -65,9 +66,32 @@ def evaluate(task: BenchmarkTask, state: TabletopState) -> list[ItemResult]:
 # Loading
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Which of a task's worlds to build and the table and robot it stands in."""
+    name: str
+    world_key: str
+    table: TableParams
+    robot: RobotParams
+
+
+def _layout(data: dict[str, Any], params: WorldsParams, source: str) -> Layout:
+    if params.benchmark_worlds == "ours":
+        return Layout("ours", "world", params.table, params.robot)
+    spec = (data.get("layouts") or {}).get("public")
+    if not isinstance(spec, dict):
+        raise DataError(f"{source}: benchmark_worlds is 'public' but there is no 'layouts: public:' mapping.")
+    try:
+        table = TableParams(**spec.get("table", {}))
+        robot = RobotParams(**(params.robot.model_dump() | spec.get("robot", {})))
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{source}: layouts.public: {exc}") from None
+    return Layout("public", "public_world", table, robot)
+
+
 class _TaskReader:
-    def __init__(self, source: str, catalog: Catalog, params: WorldsParams, raw: Any, index: int):
-        self.source, self.catalog, self.params, self.raw = source, catalog, params, raw
+    def __init__(self, source: str, catalog: Catalog, layout: Layout, raw: Any, index: int):
+        self.source, self.catalog, self.layout, self.raw = source, catalog, layout, raw
         self.label = raw.get("id", f"#{index + 1}") if isinstance(raw, dict) else f"#{index + 1}"
 
     def fail(self, message: str) -> DataError:
@@ -95,21 +119,27 @@ class _TaskReader:
                        mass=round(asset.mass * value ** 3, 4))
 
     def world(self) -> World:
-        spec = self.raw.get("world")
+        key = self.layout.world_key
+        spec = self.raw.get(key)
         if not isinstance(spec, dict):
-            raise self.fail("needs a 'world' mapping")
-        table_z = self.params.table.height
+            raise self.fail(f"needs a '{key}' mapping")
+        table_z = self.layout.table.height
         models: list[Model] = []
         joints = []
         if spec.get("cabinet"):
             cab = spec["cabinet"]
-            asset = self.asset(cab.get("asset"), "cabinet")
+            asset = self.asset(cab.get("asset"), f"{key}.cabinet")
             if asset.kind != "cabinet":
-                raise self.fail(f"cabinet: {asset.name} is a {asset.kind}, not a cabinet")
-            models, joints = cabinet_models(asset, self.xy(cab.get("at"), "cabinet"), table_z)
+                raise self.fail(f"{key}.cabinet: {asset.name} is a {asset.kind}, not a cabinet")
+            cab_yaw = cab.get("yaw", 0)
+            if cab_yaw not in (0, 180):
+                raise self.fail(f"{key}.cabinet: yaw must be 0 (front to the robot, on the table) or 180 (turned "
+                                f"round, behind the robot), got {cab_yaw!r}")
+            base_z = 0.0 if asset.stands == "floor" else table_z
+            models, joints = cabinet_models(asset, self.xy(cab.get("at"), f"{key}.cabinet"), base_z, float(cab_yaw))
         by_name = {m.name: m for m in models}
         for i, entry in enumerate(spec.get("models") or [], start=1):
-            where = f"world.models[{i}]"
+            where = f"{key}.models[{i}]"
             asset = self.asset(entry.get("asset"), where)
             yaw = float(entry.get("yaw", 0))
             if yaw not in (0.0, 90.0):
@@ -128,7 +158,7 @@ class _TaskReader:
                 model = model_of(asset, asset.name, at, table_z, yaw, "table", "on")
             models.append(model)
             by_name[model.name] = model
-        world = World(str(self.label), "benchmark", self.params.table, self.params.robot, models, joints)
+        world = World(str(self.label), "benchmark", self.layout.table, self.layout.robot, models, joints)
         problems = world_problems(world)
         if problems:
             raise self.fail("its world breaks the placement rules: " + "; ".join(problems))
@@ -169,7 +199,7 @@ class _TaskReader:
         if unknown:
             raise self.fail(f"unknown reasoning challenge(s) {unknown}; known: {', '.join(REASONING)}")
         unknown_keys = sorted(set(self.raw) - {"id", "instruction", "hint", "reasoning", "public", "world",
-                                               "evaluation"})
+                                               "public_world", "evaluation"})
         if unknown_keys:
             raise self.fail(f"unknown key(s) {unknown_keys}")
         hint = self.raw.get("hint")
@@ -186,6 +216,7 @@ class _TaskReader:
 
 
 def load_benchmark(catalog: Catalog, params: WorldsParams, path: Path | None = None) -> list[BenchmarkTask]:
+    """The benchmark's tasks, each in the world of ``params.benchmark_worlds`` (ours | public)."""
     path = Path(path) if path is not None else BENCHMARK_FILE
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -193,7 +224,8 @@ def load_benchmark(catalog: Catalog, params: WorldsParams, path: Path | None = N
         raise DataError(f"cannot read the benchmark tasks {path}: {exc}.") from None
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise DataError(f"{path} must hold a list under 'tasks'.")
-    tasks = [_TaskReader(path.name, catalog, params, raw, i).task() for i, raw in enumerate(data["tasks"])]
+    layout = _layout(data, params, path.name)
+    tasks = [_TaskReader(path.name, catalog, layout, raw, i).task() for i, raw in enumerate(data["tasks"])]
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise DataError(f"{path}: task ids repeat: {sorted({i for i in ids if ids.count(i) > 1})}.")

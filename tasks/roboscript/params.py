@@ -34,6 +34,10 @@ class WorldsParams(Strict):
     picture_px: Annotated[int, Field(ge=100, le=2000)] = 360
     table: TableParams = TableParams()
     robot: RobotParams = RobotParams()
+    benchmark_worlds: Literal["ours", "public"] = "public"
+    """The worlds of the eight benchmark tasks (tasks/roboscript/benchmark_tasks.yaml): ``ours`` (a 4-drawer cabinet
+    on the table, objects re-laid round it) or ``public`` (the public eval worlds: cabinet_1076 on the floor behind
+    the robot, every object at its public pose, on the public table)."""
 
     @model_validator(mode="after")
     def _ranges(self) -> WorldsParams:

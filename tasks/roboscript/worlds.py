@@ -243,7 +243,7 @@ def world_problems(world: World) -> list[str]:
     margin = world.table.edge_margin
     on_table = [m for m in world.models if m.parent == "table"]
     for m in world.models:
-        if m.parent != "table" and m.parent not in by_name:
+        if m.parent not in ("table", "floor") and m.parent not in by_name:
             problems.append(f"{m.name} is {m.relation} {m.parent!r}, which is not in the world")
         rel_ok = (m.relation == "part_of") == (m.kind == "part") and m.relation in ("on", "in", "part_of")
         if not rel_ok:
@@ -260,6 +260,18 @@ def world_problems(world: World) -> list[str]:
             problems.append(f"{m.name} overlaps the robot's keep-out box")
         if abs(m.bbox.z0 - world.table.height) > 1e-6:
             problems.append(f"{m.name} does not rest on the table top")
+    for m in (m for m in world.models if m.parent == "floor"):
+        # Furniture beside the table (the public benchmark's cabinet behind the robot): clear of the table, on the
+        # floor, and the arm must reach every handle (the only part it works at).
+        if m.bbox.rect.overlaps(table):
+            problems.append(f"{m.name} stands on the floor but overlaps the table")
+        if abs(m.bbox.z0) > 1e-6:
+            problems.append(f"{m.name} does not stand on the floor")
+        for h in (h for h in world.models if h.parent == m.name and h.category == "handle"):
+            dist = h.bbox.rect.farthest_corner_distance(robot.base_x, robot.base_y)
+            if dist > robot.reach + 1e-6:
+                problems.append(f"{h.name} is out of reach: a corner is {dist:.3f} m from the base "
+                                f"(reach {robot.reach})")
     for i, a in enumerate(on_table):
         for b in on_table[i + 1:]:
             if a.bbox.rect.overlaps(b.bbox.rect):
