@@ -15,7 +15,6 @@ import io
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from robot.pool import stop_process
 from tasks.viewer import book
 
 VENV_BIN = Path(sys.executable).parent
@@ -151,18 +151,8 @@ def _serve_ui(store: Path, tmp_path: Path) -> tuple[subprocess.Popen, str]:
                 return proc, base
         except OSError:
             time.sleep(0.5)
-    _stop(proc)
+    stop_process(proc, grace_s=30)
     pytest.fail(f"embp ui did not serve MLflow on port {port}:\n{proc.stdout.read().decode(errors='replace')[-3000:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 class ArtifactView:
@@ -304,4 +294,4 @@ def test_mlflows_artifact_view_shows_the_episodes_images_and_steps(logged_run, t
         assert page.image_width() == 0
     finally:
         browser.close()
-        _stop(server)
+        stop_process(server, grace_s=30)
