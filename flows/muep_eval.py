@@ -171,7 +171,7 @@ def _evaluate(params_file: str | None = None) -> dict:
         clock["viewer"] = time.perf_counter()
         shown_runs = [(n, infos[n].label, s, by_agent[n][s]) for n in ev.agents for s in ev.splits]
         viewer.sweep_images(settings.images_dir, shown_runs)
-        shown, viewer_images = viewer.build(layout.VIEWER, shown_runs, settings.images_dir)
+        shown, _ = viewer.build(layout.VIEWER, shown_runs, settings.images_dir)
         clock["viewer"] = time.perf_counter() - clock["viewer"]
         slog.wrote(layout.VIEWER / "index.html")
         log.info("[%s] episode viewer: %s/index.html (%d pages, %d images, %.1f MB, %.1f s)", STAGE,
@@ -188,8 +188,8 @@ def _evaluate(params_file: str | None = None) -> dict:
                 agent_results += split_results
                 source = SOURCES[split]
                 path = write_results(layout.EVAL / name / f"{split}.jsonl", split_results)
-                pages = viewer.stage_artifact(layout.VIEWER, name, split, viewer_images[(name, split)],
-                                              Path(staging.name) / f"{name}-{split}")
+                pages, book = viewer.stage_artifact(info.label, split, split_results, settings.images_dir,
+                                                    Path(staging.name) / f"{name}-{split}")
                 run_fp = fingerprint(common, agent_fps[name], split, versions[source])
                 run_params, tags = run_fields(name, info, ev, split, len(split_results), versions[source],
                                               shas[source], grammar, DATASETS[source][0], run_fp)
@@ -197,8 +197,10 @@ def _evaluate(params_file: str | None = None) -> dict:
                 run_id, took, new = log_run(params.tracking, info.label, split, run_params, tags, split_results, path,
                                             run_timings, viewer=pages)
                 mlflow_s += took
-                log.info("[%s] MLflow run %s (%s, %s) %s in %.2f s", STAGE, run_id, info.label, split,
-                         "logged" if new else "already logged, kept", took)
+                log.info("[%s] MLflow run %s (%s, %s) %s in %.2f s; its viewer/episodes.html: %.2f MB, %d images"
+                         "%s", STAGE, run_id, info.label, split, "logged" if new else "already logged, kept", took,
+                         book["bytes"] / 1e6, book["images"], f" ({book['left_out']} left out)" if book["left_out"]
+                         else "")
             report = metrics.report(agent_results) | {"agent": name, "label": info.label,
                                                       "dataset_versions": dict(sorted(versions.items()))}
             slog.write(layout.REPORTS / f"eval_{name}.json", report)

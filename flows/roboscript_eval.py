@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,12 +52,15 @@ def roboscript_eval(params_file: str | None = None) -> dict:
                    slog.write(layout.REPORTS / "eval_details.json", details),
                    slog.write(layout.REPORTS / "table2.md",
                               evaluation.table2(report, evaluation.load_run_records(runs))), kept]
-        pages = robot_viewer.build(layout.VIEWER, details)   # a page per task and repeat, also the run's artifact
+        pages = robot_viewer.build(layout.VIEWER, details)   # a page per task and repeat
         slog.wrote(pages / "index.html")
         run_params, tags = evaluation.mlflow_fields(report, params)
-        tracking.log_run(params.tracking, STAGE, report["model"], run_params=run_params, tags=tags | {"stage": STAGE},
-                         metrics=evaluation.mlflow_metrics(report), artifacts=outputs + [("viewer", pages)],
-                         dataset=evaluation.benchmark_dataset(goals), started_at=slog.started_at)
+        with tempfile.TemporaryDirectory(prefix="embp-viewer-") as staging:   # the run's viewer/episodes.html
+            book, _ = robot_viewer.stage_artifact(details, Path(staging))
+            tracking.log_run(params.tracking, STAGE, report["model"], run_params=run_params,
+                             tags=tags | {"stage": STAGE}, metrics=evaluation.mlflow_metrics(report),
+                             artifacts=outputs + [book], dataset=evaluation.benchmark_dataset(goals),
+                             started_at=slog.started_at)
         return report["summary"]
 
 

@@ -145,16 +145,6 @@ def test_the_leaderboard_links_each_agent_row_to_its_episodes(built):
         assert f"href='viewer/muep/{name}/{split}/index.html'" in page
 
 
-def test_an_artifact_holds_one_splits_pages_and_only_their_images(built, tmp_path):
-    reports, runs, _, used = built
-    from tasks.viewer.muep import stage_artifact
-
-    name, _, split, results = runs[0]
-    out = stage_artifact(reports / "viewer/muep", name, split, used[(name, split)], tmp_path)
-    assert len(list((out / name / split).glob("*.html"))) == len(results) + 1
-    assert {f"images/{p.name}" for p in (out / "images").glob("*.png")} == used[(name, split)]
-
-
 def test_the_harness_records_admissibility_and_an_image_of_every_state():
     runs, _, settings = evaluate_small()
     for _, _, _, results in runs:
@@ -182,23 +172,23 @@ def test_missing_images_leave_the_step_without_one_and_stale_images_are_swept(tm
     assert steps[0]["image"] == f"../../images/{keep}" and steps[1]["image"] is None
 
 
-def test_an_mlflow_run_carries_its_episode_pages(built, tmp_path):
+def test_an_mlflow_run_carries_its_episodes_in_one_file(built, tmp_path):
+    """The run's ``viewer/`` artifact is the split's book (tests/test_viewer_mlflow.py: why, and MLflow's UI on it)."""
     from mlflow import MlflowClient
 
     from tasks.muep.eval.runs import log_run, write_results
     from tasks.params import TrackingParams
-    from tasks.viewer.muep import episode_file, stage_artifact
+    from tasks.viewer.muep import stage_artifact
 
-    reports, runs, _, used = built
+    _, runs, _, _ = built
     name, label, split, results = runs[0]
+    _, _, settings = evaluate_small()
     tracking = TrackingParams(uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     trajectories = write_results(tmp_path / f"{split}.jsonl", results)
-    pages = stage_artifact(reports / "viewer/muep", name, split, used[(name, split)], tmp_path / "staging")
+    pages, summary = stage_artifact(label, split, results, settings.images_dir, tmp_path / "staging")
     tags = {"dataset_version": "dvc:x", "dataset": "muep-demos", "eval_fingerprint": ""}
     run_id, _, new = log_run(tracking, label, split, {"agent": name}, tags, results, trajectories, viewer=pages)
     client = MlflowClient(tracking.uri)
-    listed = {a.path for a in client.list_artifacts(run_id, f"viewer/{name}/{split}")}
-    assert new and f"viewer/{name}/{split}/index.html" in listed
-    assert f"viewer/{name}/{split}/{episode_file(results[0])}" in listed
-    images = {a.path for a in client.list_artifacts(run_id, "viewer/images")}
-    assert images == {f"viewer/{p}" for p in used[(name, split)]}
+    listed = client.list_artifacts(run_id, "viewer")
+    assert new and [(a.path, a.file_size) for a in listed] == [("viewer/episodes.html", summary["bytes"])]
+    assert summary["episodes"] == len(results) and summary["images"] > 0 and summary["left_out"] == 0

@@ -22,7 +22,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 class Chromium:
     """Headless Chromium with ``--remote-debugging-pipe``: DevTools commands as NUL-terminated JSON on fd 3, answers
-    and events on fd 4."""
+    and events on fd 4 (events are kept in ``events``, in the order they came)."""
 
     def __init__(self, profile: Path):
         to_chrome_r, self._to_chrome = os.pipe()
@@ -47,11 +47,15 @@ class Chromium:
         self._buffer = b""
         self._next = 0
         self.session = None
+        self.events: list[dict] = []
 
-    def send(self, method: str, session: bool = True, timeout: float = 30.0, **params) -> dict:
+    def send(self, method: str, session: bool | str = True, timeout: float = 30.0, **params) -> dict:
+        """A command to the page's session (``session`` True), the browser (False) or the session of that id."""
         self._next += 1
         message = {"id": self._next, "method": method, "params": params}
-        if session and self.session:
+        if isinstance(session, str):
+            message["sessionId"] = session
+        elif session and self.session:
             message["sessionId"] = self.session
         os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
         deadline = time.monotonic() + timeout
@@ -67,6 +71,8 @@ class Chromium:
                 if "error" in answer:
                     raise RuntimeError(f"{method}: {answer['error']}")
                 return answer.get("result", {})
+            if "method" in answer:
+                self.events.append(answer)
         raise TimeoutError(method)
 
     def open(self, url: str) -> None:
@@ -76,8 +82,9 @@ class Chromium:
         self.send("Page.navigate", url=url)
         self.wait_for(url)
 
-    def js(self, expression: str):
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+    def js(self, expression: str, session: bool | str = True):
+        result = self.send("Runtime.evaluate", session=session, expression=expression, returnByValue=True,
+                           awaitPromise=True)
         if "exceptionDetails" in result:
             raise AssertionError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -90,9 +97,10 @@ class Chromium:
             time.sleep(0.1)
         raise TimeoutError(f"no page {url_part} (at {self.js('location.href')})")
 
-    def key(self, key: str, code: int) -> None:
+    def key(self, key: str, code: int, session: bool | str = True) -> None:
         for kind in ("keyDown", "keyUp"):
-            self.send("Input.dispatchKeyEvent", type=kind, key=key, code=key, windowsVirtualKeyCode=code)
+            self.send("Input.dispatchKeyEvent", session=session, type=kind, key=key, code=key,
+                      windowsVirtualKeyCode=code)
 
     def screenshot(self, path: Path) -> Path:
         path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", format="png")["data"]))

@@ -1,4 +1,5 @@
-"""MuEP episode pages: one page per (agent, split, episode), an index per agent and split, a front page.
+"""MuEP episode pages: one page per (agent, split, episode), an index per agent and split, a front page; and per
+(agent, split) the one-file book its MLflow run carries (:mod:`tasks.viewer.book`).
 
 Everything comes from the trajectory file (``data/muep/eval/<agent>/<split>.jsonl``), as the harness recorded each
 step: the action, the game's answer (the text state the agent sees next), whether it was valid and among the
@@ -11,11 +12,12 @@ each image it shows once into its ``images/``). Where the RDI loop rule first ho
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tasks.muep.eval.metrics import disoriented
 from tasks.muep.eval.records import EpisodeResult
+from tasks.viewer import book
 from tasks.viewer.pages import IMAGES, ImageStore, esc, index_link, json_script, page, select_filter, slug, write_text
 
 log = logging.getLogger("embp")
@@ -40,8 +42,9 @@ def _flag(text: str, kind: str) -> str:
     return f'<span class="flag {kind}">{esc(text)}</span>'
 
 
-def steps_data(result: EpisodeResult, images: ImageStore, up: str) -> list[dict]:
-    """One entry per state for the page's JS: the start, then every action with the game's answer."""
+def steps_data(result: EpisodeResult, image: Callable[[str | None], str | None]) -> list[dict]:
+    """One entry per state for the page's JS: the start, then every action with the game's answer; ``image`` maps
+    an image's name (or None) to what the step names: a relative link, or the name itself in a book."""
     loop = first_loop(result)
     n = len(result.steps)
     out = []
@@ -51,10 +54,6 @@ def steps_data(result: EpisodeResult, images: ImageStore, up: str) -> list[dict]
 
     def conditions(done: int) -> str:
         return f"{done} / {result.conditions_total}" if result.conditions_total else "-"
-
-    def image(name: str | None) -> str | None:
-        rel = images.add(name)
-        return f"{up}{rel}" if rel else None
 
     start_flags = _flag("start", "ok")
     if n == 0:
@@ -88,14 +87,15 @@ def steps_data(result: EpisodeResult, images: ImageStore, up: str) -> list[dict]
     return out
 
 
-def episode_page(result: EpisodeResult, images: ImageStore, split: str, up: str = "../../") -> str:
+def episode_body(result: EpisodeResult, split: str) -> str:
+    """What an episode page shows: its facts, the step navigation and the elements the JS fills per step."""
     outcome = "success" if result.success else f"failure ({result.end_reason})"
     facts = (f"<table><tr><th>agent</th><td>{esc(result.agent)}</td><th>split</th><td>{esc(split)}</td></tr>"
              f"<tr><th>task type</th><td>{esc(result.task_type)}</td><th>scene</th><td>{esc(result.scene)}</td></tr>"
              f"<tr><th>instruction</th><td colspan=3 id='instruction'>{esc(result.instruction)}</td></tr>"
              f"<tr><th>outcome</th><td id='outcome'>{esc(outcome)}</td><th>steps</th><td>{len(result.steps)}</td>"
              f"</tr></table>")
-    body = (facts + '<div class="step-nav"><button id="prev">&larr; prev</button><button id="next">next &rarr;'
+    return (facts + '<div class="step-nav"><button id="prev">&larr; prev</button><button id="next">next &rarr;'
             '</button> <b id="step-no"></b> <span class="muted">keys: &larr; &rarr; (or j k, space), Home, End'
             '</span></div><div class="strip" id="strip"></div>'
             '<div class="episode"><div class="image"><img id="step-image" alt="rendered state"></div>'
@@ -103,34 +103,55 @@ def episode_page(result: EpisodeResult, images: ImageStore, split: str, up: str 
             '<p><b>action</b>: <code id="step-action"></code></p>'
             '<p><b>observation</b> (the text state the agent sees next)</p><pre id="step-observation"></pre>'
             '<p><b>sub-goals met</b>: <span id="step-goals"></span> &nbsp; <b>goal conditions met</b>: '
-            '<span id="step-conditions"></span></p></div></div>'
-            + json_script("episode-data", {"steps": steps_data(result, images, up)}))
-    return page(f"{result.episode_id} - {result.agent}", body, up="index.html")
+            '<span id="step-conditions"></span></p></div></div>')
+
+
+def episode_page(result: EpisodeResult, images: ImageStore, split: str, up: str = "../../") -> str:
+    def image(name: str | None) -> str | None:
+        rel = images.add(name)
+        return f"{up}{rel}" if rel else None
+
+    return page(episode_title(result), episode_body(result, split)
+                + json_script("episode-data", {"steps": steps_data(result, image)}), up="index.html")
+
+
+def episode_title(result: EpisodeResult) -> str:
+    return f"{result.episode_id} - {result.agent}"
 
 
 def episode_file(result: EpisodeResult) -> str:
     return f"{slug(result.episode_id)}.html"
 
 
-def index_page(label: str, split: str, results: Sequence[EpisodeResult]) -> str:
+def listed(results: Sequence[EpisodeResult]) -> list[EpisodeResult]:
+    """The episodes in the index's order."""
+    return sorted(results, key=lambda r: r.episode_id)
+
+
+def index_body(results: Sequence[EpisodeResult], href: Callable[[int, EpisodeResult], str]) -> str:
+    """The filters and the table of an index; ``href`` links the k-th listed episode."""
     rows = []
-    for r in sorted(results, key=lambda r: r.episode_id):
+    for k, r in enumerate(listed(results)):
         outcome = "success" if r.success else "failure"
         rows.append(f'<tr class="{"win" if r.success else "fail"}" data-outcome="{outcome}" '
                     f'data-type="{esc(r.task_type)}" data-end="{esc(r.end_reason)}">'
-                    f'<td><a href="{esc(episode_file(r))}">{esc(r.episode_id)}</a></td>'
+                    f'<td><a href="{esc(href(k, r))}">{esc(r.episode_id)}</a></td>'
                     f'<td class="outcome">{outcome}</td><td>{esc(r.end_reason)}</td><td>{esc(r.task_type)}</td>'
                     f'<td>{len(r.steps)}</td><td>{r.goals_met} / {r.goals_total}</td><td>{esc(r.instruction)}</td>'
                     "</tr>")
     failures = sum(not r.success for r in results)
-    body = (f"<p>{len(results)} episodes, {failures} failed. Filter:</p><div class='filters'>"
+    return (f"<p>{len(results)} episodes, {failures} failed. Filter:</p><div class='filters'>"
             + select_filter("outcome", "outcome", ["failure", "success"])
             + select_filter("type", "task type", sorted({r.task_type for r in results}))
             + select_filter("end", "end reason", sorted({r.end_reason for r in results}))
             + "<span id='shown' class='muted'></span></div>"
             "<table id='episodes'><tr><th>episode</th><th>outcome</th><th>end reason</th><th>task type</th>"
             "<th>steps</th><th>sub-goals</th><th>instruction</th></tr>" + "".join(rows) + "</table>")
-    return page(f"{label} on {split}: episodes", body, up="../../index.html")
+
+
+def index_page(label: str, split: str, results: Sequence[EpisodeResult]) -> str:
+    return page(f"{label} on {split}: episodes", index_body(results, lambda k, r: episode_file(r)),
+                up="../../index.html")
 
 
 def write_split(root: Path, agent: str, label: str, split: str, results: Sequence[EpisodeResult],
@@ -145,18 +166,24 @@ def write_split(root: Path, agent: str, label: str, split: str, results: Sequenc
     return {f"{IMAGES}/{n}" for n in names - images.missing}
 
 
-def stage_artifact(root: Path, agent: str, split: str, images: set[str], target: Path) -> Path:
-    """``target/viewer``: the pages of one (agent, split) and the images they show, in the viewer's own layout (the
-    relative links hold), to log as one MLflow run's artifact."""
-    import shutil
+def book_page(label: str, split: str, results: Sequence[EpisodeResult], images_dir: Path | str,
+              budget: int = book.PAGE_BYTES) -> tuple[str, dict]:
+    """One (agent, split)'s index and episodes in one self-contained file (:mod:`tasks.viewer.book`), the images
+    from ``images_dir`` inlined: the HTML and its summary."""
+    shown = listed(results)
+    episodes = [{"title": episode_title(r), "body": episode_body(r, split), "steps": steps_data(r, lambda n: n)}
+                for r in shown]
+    return book.book(f"{label} on {split}: episodes", index_body(shown, lambda k, r: f"#episode-{k}"), episodes,
+                     images_dir, budget)
 
-    out = target / "viewer"
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(root / slug(agent) / slug(split), out / slug(agent) / slug(split))
-    for name in sorted(images):
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(root / name, out / name)
-    return out
+
+def stage_artifact(label: str, split: str, results: Sequence[EpisodeResult], images_dir: Path | str,
+                   target: Path) -> tuple[Path, dict]:
+    """``target/viewer/episodes.html``: the book of one (agent, split), to log as its MLflow run's ``viewer/``
+    artifact (MLflow's artifact view shows it; the pages of reports/viewer/ would lose their images and links
+    there). Returns the ``viewer`` folder and the book's summary."""
+    html, summary = book_page(label, split, results, images_dir)
+    return book.stage(target, html), summary
 
 
 def front_page(entries: Sequence[tuple[str, str, str, int, int]]) -> str:

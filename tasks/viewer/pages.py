@@ -1,7 +1,8 @@
 """The viewer's page skeleton and its shared images.
 
-Every page inlines the viewer's CSS and JS (``assets/``, a few kB): a page opened on its own -- from the file system
-or as an MLflow artifact -- needs nothing else but its images. Images are content-addressed files in one
+Every page inlines the viewer's CSS and JS (``assets/``, a few kB): a page opened from the file system needs nothing
+else but its images (MLflow's artifact view cannot resolve those: runs carry a book instead, tasks/viewer/book.py).
+Images are content-addressed files in one
 ``images/`` folder per viewer (``<sha256[:16]>.png``), referenced by relative links: a state drawn twice, by two agents
 or on two steps, is stored once, and no page copies one.
 """

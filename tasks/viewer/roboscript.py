@@ -1,14 +1,16 @@
 """RoboScript episode pages from ``reports/roboscript/eval_details.json``: one page per (task, repeat) -- the code
 with the line of the tool call being run, each call with its arguments and its result or error, the items checked
-at the end, top views of the world before and after (inline SVG, no image files) -- and an index per code writer.
+at the end, top views of the world before and after (inline SVG, no image files) -- and an index per code writer;
+and the one-file book of them all that the run's MLflow run carries (:mod:`tasks.viewer.book`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from core.errors import DataError
+from tasks.viewer import book
 from tasks.viewer.pages import esc, json_script, page, select_filter, slug, write_text
 
 SVG_PX = 300
@@ -90,7 +92,8 @@ def episode_file(task_id: str, index: int) -> str:
     return f"{slug(task_id)}_r{index}.html"
 
 
-def episode_page(model: str, task_id: str, detail: dict, index: int, repeat: dict) -> str:
+def episode_body(model: str, task_id: str, detail: dict, index: int, repeat: dict) -> str:
+    """What an episode page shows: its facts, the world before and after, the step navigation, the code."""
     code = detail.get("code") or ""
     scene = detail.get("world") or {}
     pictures = ""
@@ -105,38 +108,53 @@ def episode_page(model: str, task_id: str, detail: dict, index: int, repeat: dic
              f"<tr><th>outcome</th><td id='outcome'>{outcome(repeat)} ({esc(repeat.get('status', '?'))})</td>"
              f"<th>repeat</th><td>{index + 1}</td></tr>"
              f"<tr><th>items checked</th><td colspan=3>{esc('; '.join(detail.get('items', [])))}</td></tr></table>")
-    body = (facts + pictures
+    return (facts + pictures
             + '<div class="step-nav"><button id="prev">&larr; prev</button><button id="next">next &rarr;</button> '
             '<b id="step-no"></b> <span class="muted">keys: &larr; &rarr; (or j k, space), Home, End</span></div>'
             '<div class="strip" id="strip"></div><div id="step-flags"></div>'
             '<p><b>tool call</b>: <code id="step-action"></code></p><p><b>result</b></p>'
             '<pre id="step-observation"></pre><p><b>code</b> (the line of the call highlighted)</p>'
             '<div class="code" id="code">' + "".join(f"<div>{esc(line) or ' '}</div>" for line in code.splitlines())
-            + "</div>" + json_script("episode-data", {"steps": steps_data(detail, repeat)}))
-    return page(f"{task_id} (repeat {index + 1}) - {model}", body, up="index.html")
+            + "</div>")
 
 
-def index_page(model: str, tasks: dict) -> str:
+def episode_title(model: str, task_id: str, index: int) -> str:
+    return f"{task_id} (repeat {index + 1}) - {model}"
+
+
+def episode_page(model: str, task_id: str, detail: dict, index: int, repeat: dict) -> str:
+    return page(episode_title(model, task_id, index), episode_body(model, task_id, detail, index, repeat)
+                + json_script("episode-data", {"steps": steps_data(detail, repeat)}), up="index.html")
+
+
+def index_body(tasks: dict, href: Callable[[int, str, int], str]) -> str:
+    """The filters and the table of a code writer's index; ``href(n, task id, repeat)`` links the n-th listed
+    episode."""
     rows = []
+    n = 0
     for task_id, detail in tasks.items():
         level = task_id.split("_")[0]
         for k, repeat in enumerate(detail.get("repeats", [])):
             rows.append(f'<tr class="{"win" if repeat.get("success") else "fail"}" data-outcome="{outcome(repeat)}" '
                         f'data-type="{esc(level)}" data-end="{esc(repeat.get("status", "?"))}">'
-                        f'<td><a href="{esc(episode_file(task_id, k))}">{esc(task_id)} #{k + 1}</a></td>'
+                        f'<td><a href="{esc(href(n, task_id, k))}">{esc(task_id)} #{k + 1}</a></td>'
                         f'<td class="outcome">{outcome(repeat)}</td><td>{esc(repeat.get("status", "?"))}</td>'
                         f'<td>{esc(level)}</td><td>{repeat.get("steps", 0)}</td>'
                         f'<td>{esc(detail.get("instruction", ""))}</td></tr>')
+            n += 1
         if not detail.get("repeats"):
             rows.append(f"<tr><td>{esc(task_id)}</td><td colspan=5>not run: {esc(detail.get('error') or '?')}</td>"
                         "</tr>")
     statuses = sorted({r.get("status", "?") for d in tasks.values() for r in d.get("repeats", [])})
-    body = ("<div class='filters'>" + select_filter("outcome", "outcome", ["failure", "success"])
+    return ("<div class='filters'>" + select_filter("outcome", "outcome", ["failure", "success"])
             + select_filter("type", "level", sorted({t.split("_")[0] for t in tasks}))
             + select_filter("end", "end reason", statuses) + "<span id='shown' class='muted'></span></div>"
             "<table id='episodes'><tr><th>episode</th><th>outcome</th><th>end reason</th><th>level</th>"
             "<th>tool calls</th><th>instruction</th></tr>" + "".join(rows) + "</table>")
-    return page(f"{model}: RoboScript episodes", body)
+
+
+def index_page(model: str, tasks: dict) -> str:
+    return page(f"{model}: RoboScript episodes", index_body(tasks, lambda n, task_id, k: episode_file(task_id, k)))
 
 
 def model_link(model: str) -> str:
@@ -144,13 +162,17 @@ def model_link(model: str) -> str:
     return f"{slug(model)}/index.html"
 
 
+def _check(details: dict) -> None:
+    if not isinstance(details.get("tasks"), dict) or "model" not in details:
+        raise DataError("the RoboScript details have no 'model' or no 'tasks' mapping (eval_details.json).")
+
+
 def build(root: Path, details: dict) -> Path:
     """The pages of one evaluation's ``eval_details.json`` (``details``) under ``root/<code writer>/`` (emptied
     first; other code writers' pages are kept). Returns that folder."""
     import shutil
 
-    if not isinstance(details.get("tasks"), dict) or "model" not in details:
-        raise DataError("the RoboScript details have no 'model' or no 'tasks' mapping (eval_details.json).")
+    _check(details)
     model = details["model"]
     folder = root / slug(model)
     shutil.rmtree(folder, ignore_errors=True)
@@ -159,3 +181,17 @@ def build(root: Path, details: dict) -> Path:
             write_text(folder / episode_file(task_id, k), episode_page(model, task_id, detail, k, repeat))
     write_text(folder / "index.html", index_page(model, details["tasks"]))
     return folder
+
+
+def stage_artifact(details: dict, target: Path) -> tuple[Path, dict]:
+    """``target/viewer/episodes.html``: every page of ``details`` (eval_details.json) in one self-contained file, to
+    log as the run's ``viewer/`` artifact (MLflow's artifact view shows it; the pages of reports/viewer/ would lose
+    their links there). Returns the ``viewer`` folder and the book's summary."""
+    _check(details)
+    model, tasks = details["model"], details["tasks"]
+    episodes = [{"title": episode_title(model, task_id, k), "body": episode_body(model, task_id, detail, k, repeat),
+                 "steps": steps_data(detail, repeat)}
+                for task_id, detail in tasks.items() for k, repeat in enumerate(detail.get("repeats", []))]
+    html, summary = book.book(f"{model}: RoboScript episodes", index_body(tasks, lambda n, *_: f"#episode-{n}"),
+                              episodes)
+    return book.stage(target, html), summary
