@@ -12,7 +12,9 @@ Two action grammars are selectable and recorded with every record:
   alfred.twl2`` of github.com/kanxueli/MuEP): ``put X in/on Y``, its feedback "You put the X in/on the Y." and "You
   arrive at loc N." (the location's name, numbered by the released ``Demangler``), and no ``help`` command (our
   games keep its rule, as ALFWorld 0.4's domain has the action, but do not offer it). Derived from ALFWorld 0.4's
-  file by those edits; :data:`RELEASED_GRAMMAR_SHA256` checks the result byte for byte (``help`` left out).
+  file by those edits; :data:`RELEASED_GRAMMAR_SHA256` checks the result byte for byte (``help`` left out). A game
+  of this grammar also lists entities in the released client's order (:func:`for_grammar`) and numbers locations
+  as it does from ALFRED's locations where the problem knows them (``Problem.location_names``).
 
 :func:`load_game` builds each game from scratch, as TextWorld does. :class:`GameEngine` plays many games one after
 the other in one process and makes that cheap (one ``PddlEnv`` reused, one Fast Downward translation per scene
