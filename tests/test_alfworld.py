@@ -333,3 +333,44 @@ def test_released_protocol_shows_the_released_clients_lists_and_location_numbers
     assert len(numbers) > 20 and all(n.startswith("loc ") for n in numbers)
     # the demonstrations' grammars keep the ids made from the names (their bytes do not change)
     assert all(not i.startswith(("rec_0", "obj_0")) for i in problem.ids.values())
+
+
+def test_released_location_names_come_from_every_location_of_alfreds_problem():
+    from types import SimpleNamespace as NS
+
+    from tasks.muep.demos import _released_location_map
+    from tasks.muep.pddl import Receptacle
+
+    def row(loc, receptacles=(), start=False):
+        return NS(location=loc, receptacles=list(receptacles), agent_start=start)
+
+    rows = [row("loc_bar_1_bar_0_bar_0_bar_30", ["desk 1", "drawer 1"]), row("loc_bar_2_bar_0_bar_0_bar_30"),
+            row("loc_bar__minus_1_bar_0_bar_0_bar_30", ["bed 1"]), row("loc_bar_3_bar_0_bar_0_bar_30", start=True)]
+    recs = [Receptacle("desk 1", "Desk", "loc_1", False), Receptacle("drawer 1", "Drawer", "loc_1", True),
+            Receptacle("bed 1", "Bed", "loc_2", False)]
+    # sorted ids numbered from the count down: loc_bar_1 -> 4, loc_bar_2 -> 3, loc_bar_3 -> 2, loc_bar__minus_1 -> 1
+    assert _released_location_map(rows, recs, "here") == {"loc_1": "loc 4", "loc_2": "loc 1", "loc_start": "loc 2"}
+    with pytest.raises(DataError, match="here: receptacle sofa 1 is at none of the locations"):
+        _released_location_map(rows, recs + [Receptacle("sofa 1", "Sofa", "loc_3", False)], "here")
+    with pytest.raises(DataError, match="here: 0 agent start locations"):
+        _released_location_map(rows[:3], recs, "here")
+    split = [row("loc_bar_1_bar_0_bar_0_bar_30", ["desk 1"]), row("loc_bar_2_bar_0_bar_0_bar_30", ["drawer 1"]),
+             *rows[2:]]
+    with pytest.raises(DataError, match="the receptacles at loc_1 are at different locations"):
+        _released_location_map(split, recs, "here")
+
+
+def test_released_ids_sort_by_type_then_number_descending_and_the_default_ids_are_unchanged():
+    from tasks.muep.pddl import Instance, Problem, Receptacle, released_order
+
+    names = ["cabinet 2", "cabinet 10", "coffeemachine 1", "cabinet 1", "countertop 3"]
+    assert sorted(names, key=released_order) == ["cabinet 10", "cabinet 2", "cabinet 1", "coffeemachine 1",
+                                                 "countertop 3"]
+    recs = [Receptacle(n, n.split()[0].title(), f"loc_{i}", False) for i, n in enumerate(names)]
+    args = ("p", recs, [Instance("mug 1", "Mug", "cabinet 1")], "pick_and_place_simple", "Mug", "Cabinet")
+    released = Problem(*args, id_order="released")
+    assert sorted(names, key=released.ids.get) == ["cabinet 10", "cabinet 2", "cabinet 1", "coffeemachine 1",
+                                                   "countertop 3"]
+    assert Problem(*args).ids["cabinet 10"] == "rec_cabinet_10"   # the demonstrations' ids, as before
+    with pytest.raises(ValueError, match="unknown id_order 'sorted'"):
+        Problem(*args, id_order="sorted")
