@@ -204,6 +204,7 @@ def test_leaderboard_shows_an_agent_under_each_protocol_it_was_evaluated_by():
     assert [r[0] for r in tables(board)[0][2]] == ["oracle", "random (alfworld)", "random"]
     md = to_markdown(board, "x")
     assert f"`{alfworld}` (oracle, random (alfworld))" in md and f"`{released}` (random)" in md
+    assert "`alfworld`: ALFWorld's: grammar alfworld-0.4" in md and "`muep-released`: MuEP's released test client" in md
     assert [r.protocol for r in runs[:2]] == ["alfworld", "muep-released"] and _summary("x", "s", "v", 1, 0).protocol == ""
 
 

@@ -253,14 +253,25 @@ def scripted_note(board: Board, rows: list[list[str]]) -> str | None:
                                                         for label, agent in sorted(named.items())) + "."
 
 
+#: The protocols in words, for the header (docs/muep-eval.md, "Protocols", quotes the released client's lines).
+PROTOCOL_WORDS = {
+    "muep-released": "MuEP's released test client (github.com/kanxueli/MuEP, testing_environment/): its grammar "
+                     "(put X in/on Y) and texts, its object-list order and location numbers, at most 30 actions, the "
+                     "episode ends before the first repeated action (A-A or A-B-A-B, actions alone)",
+    "alfworld": "ALFWorld's: grammar alfworld-0.4 (move X to Y), at most 30 actions, no loop stop",
+}
+
+
 def _preamble(board: Board, source: str) -> str:
     versions = ", ".join(f"`{v}`" for v in board.dataset_versions) or "none"
     rules = []
     for spelled, labels in board.stop_rules().items():
         extra = " -- the invalid-action streak stop is NOT a rule of the paper" if "invalid_streak" in spelled else ""
         rules.append(f"`{spelled}` ({', '.join(labels)}){extra}")
+    shown = sorted({r.protocol for r in board.runs} & set(PROTOCOL_WORDS))
+    protocols = "".join(f" `{p}`: {PROTOCOL_WORDS[p]}." for p in shown)
     return (f"{len(board.runs)} MLflow runs from {source}; dataset versions {versions}. Protocol and stop rules: "
-            f"{'; '.join(rules) or 'none'}. SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
+            f"{'; '.join(rules) or 'none'}.{protocols} SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
             "(ALFWorld's goal conditions), LC, RDI and PR (progress rate) in %; IS = mean steps of the successful "
             "episodes, IS (all) = of all episodes. \"-\" = undefined (no successful / failed episode). SR, GCS and "
             f"PR in the main tables with their {stats.LEVEL:.0%} bootstrap interval over episodes "
