@@ -261,3 +261,116 @@ def test_training_games_as_in_context_examples(valid_games):
     assert sum(not r.places_object for r in records) == 91
     assert all(not a.startswith("move ") for r in records for a in r.actions)  # in the configured grammar
     assert round(sum(r.plan_length for r in records) / len(records), 2) == 6.0  # ALFWorld's walkthrough length
+
+
+def _released_client_view(game, raw: bytes) -> list[tuple[str, str, bool]]:
+    """What MuEP's released client shows for ``game``: its game file's own PDDL problem in TextWorld with the released
+    grammar, every entity named by ALFWorld's ``Demangler`` rule over all the problem's ids (locations included),
+    played through :func:`_tour`."""
+    import json
+
+    import textworld
+    from textworld.envs.pddl import PddlEnv
+
+    from tasks.muep import textworld_env as tw
+
+    env = PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True))
+    data = {"pddl_domain": tw._domain(), "pddl_problem": json.loads(raw)["pddl_problem"], "solvable": True,
+            "grammar": tw._grammar("muep-released").replace(tw.GOAL_PLACEHOLDER, tw.goal_sentence(game.goal))}
+    with tw.single_translation():
+        env.load(data)
+        names = demangle_names(list(env._entity_infos))
+        for key, info in env._entity_infos.items():
+            info.name = names.get(key.lower(), key)
+        first = env.reset()
+        return _tour(game, first.feedback, lambda cmd: (env.state["_valid_commands"], env.step(cmd)[0].feedback))
+
+
+def _tour(game, intro: str, step) -> list[tuple[str, str, bool]]:
+    """(command, observation, valid): the intro, then "go to" every receptacle and open / close the openable ones --
+    every receptacle's contents and every location's number shown once."""
+    out = [("", intro, True)]
+    for r in game.receptacles:
+        commands = [f"go to {r.name}"] + ([f"open {r.name}", f"close {r.name}"] if r.openable else [])
+        for cmd in commands:
+            valid, observation = step(cmd)
+            out.append((cmd, observation, cmd in valid))
+    return out
+
+
+@pytest.mark.textworld
+def test_released_protocol_shows_the_released_clients_lists_and_location_numbers(valid_games, tmp_path):
+    """Four ALFWorld test games, each loaded from its own game file as MuEP's released client loads it, and as the
+    evaluation rebuilds it under the released protocol: the same intro, the same receptacle contents in the same
+    order ("a cabinet 6, a cabinet 5, ..."), the same "loc N" at every receptacle, command by command."""
+    from tasks.muep.eval.env import pose
+    from tasks.muep.eval.records import EpisodeSpec
+    from tasks.muep.textworld_env import GameEngine
+
+    games = select_games(valid_games, 2)
+    assert len(games) == 4
+    raws = dict(alfworld_games.iter_members(alfworld_games.VALID_ARCHIVE, lambda m: m in {g.member for g in games}))
+    write_tables([game_metadata(g) for g in games], tmp_path)
+    clear_scene_cache()
+    engine = GameEngine()
+    numbers = set()
+    for game in games:
+        theirs = _released_client_view(game, raws[game.member])
+        spec = EpisodeSpec(game.trial, "alfworld_seen", scene_of(game), game.task_type, game.goal, game.object_type,
+                           game.target_type, "muep-released", source="alfworld")
+        problem, _ = pose(spec, str(tmp_path))
+        ours_game = engine.load(problem, game.goal, "muep-released")
+        intro, _ = ours_game.reset()
+        ours = _tour(game, intro, lambda cmd: (ours_game.env.state["_valid_commands"],
+                                               ours_game.step(cmd, 1).observation))
+        assert [t[0] for t in ours] == [t[0] for t in theirs]
+        for mine, released in zip(ours, theirs, strict=True):
+            assert mine == released, (game.trial, mine[0])
+        numbers |= {o.split("You arrive at ", 1)[1].split(".")[0] for c, o, v in ours if v and c.startswith("go to ")}
+        listed = theirs[0][1].split("you see ", 1)[1].split(".\n")[0].replace(", and ", ", ").split(", ")
+        keys = [(name.split()[1], -int(name.split()[2])) for name in listed]   # "a drawer 8" -> ("drawer", -8)
+        assert keys == sorted(keys) and len(set(k[0] for k in keys)) < len(keys)  # type, then number descending
+    assert len(numbers) > 20 and all(n.startswith("loc ") for n in numbers)
+    # the demonstrations' grammars keep the ids made from the names (their bytes do not change)
+    assert all(not i.startswith(("rec_0", "obj_0")) for i in problem.ids.values())
+
+
+def test_released_location_names_come_from_every_location_of_alfreds_problem():
+    from types import SimpleNamespace as NS
+
+    from tasks.muep.demos import _released_location_map
+    from tasks.muep.pddl import Receptacle
+
+    def row(loc, receptacles=(), start=False):
+        return NS(location=loc, receptacles=list(receptacles), agent_start=start)
+
+    rows = [row("loc_bar_1_bar_0_bar_0_bar_30", ["desk 1", "drawer 1"]), row("loc_bar_2_bar_0_bar_0_bar_30"),
+            row("loc_bar__minus_1_bar_0_bar_0_bar_30", ["bed 1"]), row("loc_bar_3_bar_0_bar_0_bar_30", start=True)]
+    recs = [Receptacle("desk 1", "Desk", "loc_1", False), Receptacle("drawer 1", "Drawer", "loc_1", True),
+            Receptacle("bed 1", "Bed", "loc_2", False)]
+    # sorted ids numbered from the count down: loc_bar_1 -> 4, loc_bar_2 -> 3, loc_bar_3 -> 2, loc_bar__minus_1 -> 1
+    assert _released_location_map(rows, recs, "here") == {"loc_1": "loc 4", "loc_2": "loc 1", "loc_start": "loc 2"}
+    with pytest.raises(DataError, match="here: receptacle sofa 1 is at none of the locations"):
+        _released_location_map(rows, recs + [Receptacle("sofa 1", "Sofa", "loc_3", False)], "here")
+    with pytest.raises(DataError, match="here: 0 agent start locations"):
+        _released_location_map(rows[:3], recs, "here")
+    split = [row("loc_bar_1_bar_0_bar_0_bar_30", ["desk 1"]), row("loc_bar_2_bar_0_bar_0_bar_30", ["drawer 1"]),
+             *rows[2:]]
+    with pytest.raises(DataError, match="the receptacles at loc_1 are at different locations"):
+        _released_location_map(split, recs, "here")
+
+
+def test_released_ids_sort_by_type_then_number_descending_and_the_default_ids_are_unchanged():
+    from tasks.muep.pddl import Instance, Problem, Receptacle, released_order
+
+    names = ["cabinet 2", "cabinet 10", "coffeemachine 1", "cabinet 1", "countertop 3"]
+    assert sorted(names, key=released_order) == ["cabinet 10", "cabinet 2", "cabinet 1", "coffeemachine 1",
+                                                 "countertop 3"]
+    recs = [Receptacle(n, n.split()[0].title(), f"loc_{i}", False) for i, n in enumerate(names)]
+    args = ("p", recs, [Instance("mug 1", "Mug", "cabinet 1")], "pick_and_place_simple", "Mug", "Cabinet")
+    released = Problem(*args, id_order="released")
+    assert sorted(names, key=released.ids.get) == ["cabinet 10", "cabinet 2", "cabinet 1", "coffeemachine 1",
+                                                   "countertop 3"]
+    assert Problem(*args).ids["cabinet 10"] == "rec_cabinet_10"   # the demonstrations' ids, as before
+    with pytest.raises(ValueError, match="unknown id_order 'sorted'"):
+        Problem(*args, id_order="sorted")

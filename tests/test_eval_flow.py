@@ -190,6 +190,24 @@ def test_leaderboard_puts_alfworlds_games_first_each_dataset_on_its_newest_versi
     assert "`max_steps=30` (oracle, random)" in md
 
 
+def test_leaderboard_shows_an_agent_under_each_protocol_it_was_evaluated_by():
+    released, alfworld = "protocol=muep-released, max_steps=30", "protocol=alfworld, max_steps=30"
+    runs = [_summary("random", s, "a1", start, n, "muep-alfworld", rules)
+            for s in ("alfworld_seen", "alfworld_unseen")
+            for start, n, rules in ((1, 0, alfworld), (2, 1, released), (3, 2, alfworld))]
+    runs.append(_summary("oracle", "alfworld_seen", "a1", 4, 2, "muep-alfworld", alfworld))   # one protocol only
+    board = build(runs)
+    assert board.labels == ["oracle", "random (alfworld)", "random"]
+    # the newest run of each protocol: alfworld's at start 3 (2 solved), the released one (1 solved)
+    assert board.cells[("random (alfworld)", "alfworld_seen")].successes == 2
+    assert board.cells[("random", "alfworld_unseen")].successes == 1
+    assert [r[0] for r in tables(board)[0][2]] == ["oracle", "random (alfworld)", "random"]
+    md = to_markdown(board, "x")
+    assert f"`{alfworld}` (oracle, random (alfworld))" in md and f"`{released}` (random)" in md
+    assert "`alfworld`: ALFWorld's: grammar alfworld-0.4" in md and "`muep-released`: MuEP's released test client" in md
+    assert [r.protocol for r in runs[:2]] == ["alfworld", "muep-released"] and _summary("x", "s", "v", 1, 0).protocol == ""
+
+
 def _outcomes(successes: list[bool]) -> dict:
     from tasks.muep.eval.metrics import EpisodeMetrics
 

@@ -89,6 +89,10 @@ class AlfGame:
     objects: tuple[GameObject, ...]           # objects in at least one receptacle
     loose: tuple[tuple[str, str], ...]        # (name, type) of objects in no receptacle (scenery, things on the floor)
     agent_start: str
+    locations: tuple[str, ...] = ()
+    """Every location of the problem (receptacles', objects' and the start pose), sorted, as TextWorld reads their
+    ids (:func:`mangle`: lower-case, ``loc_bar__minus_6_bar_2_bar_3_bar_60``): what MuEP's released client numbers
+    "loc N" (``tasks.muep.textworld_env.released_location_names``)."""
 
     @property
     def member(self) -> str:
@@ -119,6 +123,14 @@ def demangle_names(ids: list[str]) -> dict[str, str]:
             prefix[i] = head + ("basin" if "basin" in i else "")
     pools = {p: list(range(1, n + 1)) for p, n in Counter(prefix.values()).items()}
     return {i: f"{prefix[i]} {pools[prefix[i]].pop()}" for i in lowered if i in prefix}
+
+
+def mangle(thor_id: str) -> str:
+    """The inverse of :func:`unmangle`, lower-cased: the id as TextWorld reads it from the PDDL problem
+    (``loc|-6|2|3|60`` -> ``loc_bar__minus_6_bar_2_bar_3_bar_60``)."""
+    for char, code in (("-", "_minus_"), ("+", "_plus_"), (".", "_dot_"), (",", "_comma_"), ("|", "_bar_")):
+        thor_id = thor_id.replace(char, code)
+    return thor_id.lower()
 
 
 def decode_location(location: str) -> tuple[float, float, float, float]:
@@ -288,6 +300,8 @@ def parse_game(member: str, raw: bytes, archive: Path | str = "") -> AlfGame:
     for o, r in facts.get("inReceptacle", []):
         parents.setdefault(lower(o), []).append(lower(r))
     start = [unmangle(loc) for _, loc in facts.get("atLocation", [])]
+    locations = sorted({lower(a) for rows in facts.values() for args in rows for a in args
+                        if lower(a).startswith("loc_bar_")})
     missing = [r for r in rtype if r not in rloc or r not in names]
     if not rtype or missing or len(start) != 1:
         raise DataError(f"{where}: its initial state lacks receptacles, a receptacle's location or the agent's start "
@@ -314,7 +328,7 @@ def parse_game(member: str, raw: bytes, archive: Path | str = "") -> AlfGame:
     objects.sort(key=lambda g: (g.type, _number(g.name)))
     loose.sort(key=lambda nt: (nt[1], _number(nt[0])))
     return AlfGame(**{f: getattr(task, f) for f in AlfTask.__dataclass_fields__}, receptacles=receptacles,
-                   objects=tuple(objects), loose=tuple(loose), agent_start=start[0])
+                   objects=tuple(objects), loose=tuple(loose), agent_start=start[0], locations=tuple(locations))
 
 
 def _number(name: str) -> int:

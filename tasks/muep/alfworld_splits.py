@@ -31,6 +31,7 @@ from tasks.muep.alfworld_games import AlfGame, AlfTask
 from tasks.muep.demos import EpisodeRecord, commands_from_plan, scene_context
 from tasks.muep.metadata import (
     SceneMetadata,
+    alfred_locations,
     scene_from_game,
 )
 from tasks.muep.pddl import Problem
@@ -64,8 +65,12 @@ def select_games(games: list[AlfGame], per_split: int | None) -> list[AlfGame]:
 
 
 def game_metadata(game: AlfGame) -> SceneMetadata:
-    return scene_from_game(game, scene_of(game), 0, "unseen" if game.split == "valid_unseen" else "seen",
+    """The game's scene tables, with every location of its problem (``alfred_locations.parquet``: the released
+    protocol numbers locations as MuEP's client does from them)."""
+    meta = scene_from_game(game, scene_of(game), 0, "unseen" if game.split == "valid_unseen" else "seen",
                            SPLIT_OF[game.split], keep_all_parents=True)
+    meta.locations = alfred_locations(game, meta.scene.scene)
+    return meta
 
 
 def expert_commands(walkthrough: tuple[str, ...] | list[str], grammar: str) -> list[str]:

@@ -30,11 +30,18 @@ import pandas as pd
 from core.errors import DataError
 from core.io import atomic_path, write_json
 from tasks.muep import alfworld_data
-from tasks.muep.metadata import InstanceRecord, ReceptacleRecord, SceneRecord
+from tasks.muep.metadata import ALFRED_LOCATIONS, AlfredLocationRecord, InstanceRecord, ReceptacleRecord, SceneRecord
 from tasks.muep.pddl import Instance, Problem, Receptacle
 from tasks.muep.planner import PlannerWorker, PlanResult
 from tasks.muep.render.layout import layout_from_metadata
-from tasks.muep.textworld_env import Game, GameEngine, load_game, put_command
+from tasks.muep.textworld_env import (
+    START_LOCATION,
+    Game,
+    GameEngine,
+    load_game,
+    put_command,
+    released_location_names,
+)
 from tasks.muep.vocab import TASK_TYPES, catalog
 from tasks.muep.world_state import SceneLayout, WorldState
 from tasks.records import columns, read_table, to_frame
@@ -231,18 +238,46 @@ class SceneContext:
     layout: SceneLayout
     unknown_receptacles: list[str] = field(default_factory=list)
     initial_state: str = ""  # the scene instance's initial-state id (metadata.initial_state_id)
+    released_locations: dict[str, str] = field(default_factory=dict)
+    """Location id (``loc_3``, ``loc_start``) -> "loc N" as MuEP's released client numbers ALFRED's locations of
+    the game (:func:`_released_location_map`); empty for a scene without ALFRED's location table (the generated ones)."""
 
 
 @cache
-def _tables(metadata_dir: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _tables(metadata_dir: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
     meta = Path(metadata_dir)
+    locations = meta / ALFRED_LOCATIONS
     return (read_table(meta / "scenes.parquet", SceneRecord), read_table(meta / "receptacles.parquet", ReceptacleRecord),
-            read_table(meta / "instances.parquet", InstanceRecord))
+            read_table(meta / "instances.parquet", InstanceRecord),
+            read_table(locations, AlfredLocationRecord) if locations.exists() else None)
+
+
+def _released_location_map(rows: list, receptacles: list[Receptacle], where: str) -> dict[str, str]:
+    """Our location ids -> the released client's names of ALFRED's locations there (``rows``: the scene's
+    :class:`~tasks.muep.metadata.AlfredLocationRecord` rows): its ``Demangler`` numbers every location of the
+    problem, and each of ours is one of them (a receptacle's pose; ``loc_start`` the agent's start)."""
+    names = released_location_names(r.location for r in rows)
+    alfred_of: dict[str, str] = {}
+    for row in rows:
+        for name in row.receptacles:
+            alfred_of[name] = row.location
+    out: dict[str, str] = {}
+    starts = [row.location for row in rows if row.agent_start]
+    if len(starts) != 1:
+        raise DataError(f"{where}: {len(starts)} agent start locations, expected one.")
+    out[START_LOCATION] = names[starts[0]]
+    for r in receptacles:
+        if r.name not in alfred_of:
+            raise DataError(f"{where}: receptacle {r.name} is at none of the locations.")
+        name = names[alfred_of[r.name]]
+        if out.setdefault(r.location, name) != name:
+            raise DataError(f"{where}: the receptacles at {r.location} are at different locations of ALFRED's.")
+    return out
 
 
 @cache
 def scene_context(metadata_dir: str, scene: str) -> SceneContext:
-    scenes, receptacles, instances = _tables(metadata_dir)
+    scenes, receptacles, instances, alfred_locations = _tables(metadata_dir)
     rows = list(scenes[scenes.scene == scene].itertuples(index=False))
     if not rows:
         raise DataError(f"scene {scene} is not in {metadata_dir}/scenes.parquet.")
@@ -259,7 +294,11 @@ def scene_context(metadata_dir: str, scene: str) -> SceneContext:
              for i in instances[instances.scene == scene].itertuples()]
     grid = alfworld_data.read_scene(int(rows[0].floorplan)).grid
     layout = layout_from_metadata(SimpleNamespace(scene=rows[0], receptacles=recs), grid)
-    return SceneContext(out_recs, insts, layout, unknown, str(rows[0].initial_state))
+    located = {}
+    if alfred_locations is not None:
+        rows_here = list(alfred_locations[alfred_locations.scene == scene].itertuples(index=False))
+        located = _released_location_map(rows_here, out_recs, f"{metadata_dir}/{ALFRED_LOCATIONS}, scene {scene}")
+    return SceneContext(out_recs, insts, layout, unknown, str(rows[0].initial_state), located)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import hashlib
 import json
 import random
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -133,6 +133,24 @@ class UnplacedRecord:
     reason: str
 
 
+@dataclass(frozen=True)
+class AlfredLocationRecord:
+    """One location of an ALFWorld game's PDDL problem (ALFWorld's evaluation games only: table
+    ``alfred_locations.parquet`` of their metadata). Our games have one location per receptacle pose and a start of
+    their own; MuEP's released client numbers every location of ALFRED's problem ("loc N"), so the released
+    protocol needs them all to show the client's numbers."""
+
+    scene: str
+    location: str
+    """The id as TextWorld reads it (``tasks.muep.alfworld_games.mangle``), e.g. ``loc_bar__minus_6_bar_2_bar_3_bar_60``."""
+    receptacles: list[str]
+    """Names of the receptacles at it (none for an object's or the start's own pose)."""
+    agent_start: bool
+
+
+ALFRED_LOCATIONS = "alfred_locations.parquet"
+
+
 @dataclass
 class SceneMetadata:
     scene: SceneRecord
@@ -140,6 +158,8 @@ class SceneMetadata:
     receptacles: list[ReceptacleRecord]
     instances: list[InstanceRecord]
     unplaced: list[UnplacedRecord]
+    locations: list[AlfredLocationRecord] = field(default_factory=list)
+    """ALFRED's locations of the problem (:func:`alfred_locations`): ALFWorld's evaluation games only."""
 
 
 def scene_name(floorplan: int, instantiation: int = 0) -> str:
@@ -295,6 +315,19 @@ def game_state(game: AlfGame, scene: str, keep_all_parents: bool
         for o in game.objects
     ]
     return receptacles, instances
+
+
+def alfred_locations(game: AlfGame, scene: str) -> list[AlfredLocationRecord]:
+    """Every location of the game's PDDL problem, with the receptacles at each and the agent's start."""
+    at: dict[str, list[str]] = {}
+    for r in game.receptacles:
+        at.setdefault(alfworld_games.mangle(r.location), []).append(r.name)
+    start = alfworld_games.mangle(game.agent_start)
+    missing = sorted((set(at) | {start}) - set(game.locations))
+    if missing:
+        raise DataError(f"{game.member}: location {missing[0]} of a receptacle or the start is not among the "
+                        "problem's locations.")
+    return [AlfredLocationRecord(scene, loc, sorted(at.get(loc, [])), loc == start) for loc in game.locations]
 
 
 def scene_from_game(game: AlfGame, scene: str, instantiation: int, split: str, state_split: str,
@@ -455,6 +488,11 @@ def write_tables(metas: list[SceneMetadata], out_dir: Path, on_write=None) -> di
         n = write_records(path, rows[name], cls)
         if on_write is not None:
             on_write(path, n)
+    locations = [r for m in metas for r in m.locations]
+    if locations:  # only ALFWorld's evaluation games have them: the generated scenes' folder has no such table
+        n = write_records(Path(out_dir) / ALFRED_LOCATIONS, locations, AlfredLocationRecord)
+        if on_write is not None:
+            on_write(Path(out_dir) / ALFRED_LOCATIONS, n)
     scenes = rows["scenes"]
     return {
         "scenes": len(scenes),

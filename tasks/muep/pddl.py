@@ -38,6 +38,19 @@ def ident(name: str, prefix: str) -> str:
     return f"{prefix}_{re.sub(r'[^a-z0-9]+', '_', name.lower()).strip('_')}"
 
 
+ID_ORDERS = ("names", "released")
+
+
+def released_order(name: str) -> tuple[str, int]:
+    """Sort key of the order MuEP's released client lists entities in: type, then number *descending* ("cabinet 6,
+    ..., cabinet 1, coffeemachine 1"). TextWorld lists entities in the order of their PDDL ids; ALFRED's ids start
+    with the type ("Cabinet_bar_...", lower-cased by the PDDL reader) and ALFWorld's ``Demangler`` numbers the sorted
+    ids of one name from their count down, so within a name the numbers descend. (A type that is a prefix of another
+    sorts first either way: "_" sorts before every letter, as the space does.)"""
+    head, _, tail = name.rpartition(" ")
+    return (head.lower(), -int(tail)) if head and tail.isdigit() else (name.lower(), 0)
+
+
 @dataclass(frozen=True)
 class Receptacle:
     name: str
@@ -74,12 +87,24 @@ class Problem:
     object_type: str
     target_type: str  # receptacle type, or the lamp type for look tasks
     ids: dict[str, str] = field(default_factory=dict)  # ALFWorld name -> PDDL identifier
+    id_order: str = "names"
+    """How identifiers sort, which is the order TextWorld lists entities in (intro, a receptacle's contents):
+    ``names`` -- made from the names, so in the names' string order ("cabinet 1, cabinet 10, cabinet 2"; the
+    demonstrations'); ``released`` -- in the order MuEP's released client lists them (:func:`released_order`)."""
+    location_names: dict[str, str] = field(default_factory=dict)
+    """Location id -> display name under the released grammar ("loc 18"), when the scene knows ALFRED's locations
+    (``tasks.muep.demos.SceneContext.released_locations``); empty: numbered from our own locations."""
 
     def __post_init__(self) -> None:
-        for r in self.receptacles:
-            self.ids[r.name] = ident(r.name, "rec")
-        for i in self.instances:
-            self.ids[i.name] = ident(i.name, "obj")
+        if self.id_order not in ID_ORDERS:
+            raise ValueError(f"unknown id_order {self.id_order!r}; known: {', '.join(ID_ORDERS)}")
+        for prefix, names in (("rec", [r.name for r in self.receptacles]), ("obj", [i.name for i in self.instances])):
+            if self.id_order == "released":
+                for rank, name in enumerate(sorted(names, key=released_order)):
+                    self.ids[name] = ident(name, f"{prefix}_{rank:04d}")
+            else:
+                for name in names:
+                    self.ids[name] = ident(name, prefix)
 
     @property
     def names(self) -> dict[str, str]:

@@ -12,7 +12,9 @@ Two action grammars are selectable and recorded with every record:
   alfred.twl2`` of github.com/kanxueli/MuEP): ``put X in/on Y``, its feedback "You put the X in/on the Y." and "You
   arrive at loc N." (the location's name, numbered by the released ``Demangler``), and no ``help`` command (our
   games keep its rule, as ALFWorld 0.4's domain has the action, but do not offer it). Derived from ALFWorld 0.4's
-  file by those edits; :data:`RELEASED_GRAMMAR_SHA256` checks the result byte for byte (``help`` left out).
+  file by those edits; :data:`RELEASED_GRAMMAR_SHA256` checks the result byte for byte (``help`` left out). A game
+  of this grammar also lists entities in the released client's order (:func:`for_grammar`) and numbers locations
+  as it does from ALFRED's locations where the problem knows them (``Problem.location_names``).
 
 :func:`load_game` builds each game from scratch, as TextWorld does. :class:`GameEngine` plays many games one after
 the other in one process and makes that cheap (one ``PddlEnv`` reused, one Fast Downward translation per scene
@@ -26,7 +28,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, cached_property
 
 from core.errors import DataError
@@ -104,6 +106,15 @@ def released_location_names(location_ids: Iterable[str]) -> dict[str, str]:
 
     ordered = sorted(set(location_ids), key=mangled)
     return {key: f"loc {len(ordered) - i}" for i, key in enumerate(ordered)}
+
+
+def for_grammar(problem: Problem, grammar: str) -> Problem:
+    """The problem as a game of ``grammar`` poses it: under ``muep-released``, with identifiers that sort as MuEP's
+    released client's (``Problem.id_order``), so that every list of entities comes in its order; else unchanged
+    (the demonstrations' grammars keep the ids made from the names)."""
+    if grammar != "muep-released" or problem.id_order == "released":
+        return problem
+    return replace(problem, ids={}, id_order="released")
 
 
 def put_command(obj: str, receptacle: str, grammar: str) -> str:
@@ -236,7 +247,12 @@ def _game(env, problem: Problem, grammar: str, within: Callable[[], AbstractCont
     if grammar == "muep-released":
         locations = {loc.lower() for loc in location_of} | {START_LOCATION}
         keys = [key for key in env._entity_infos if key.lower() in locations]  # noqa: SLF001
-        for key, name in released_location_names(keys).items():
+        known = {loc.lower(): name for loc, name in problem.location_names.items()}
+        missing = [key for key in keys if key.lower() not in known]
+        if known and missing:
+            raise DataError(f"problem {problem.name}: no released location name for {', '.join(sorted(missing))}.")
+        named = {key: known[key.lower()] for key in keys} if known else released_location_names(keys)
+        for key, name in named.items():
             env._entity_infos[key].name = name  # noqa: SLF001
     return Game(problem, grammar, env, location_of, within)
 
@@ -244,6 +260,7 @@ def _game(env, problem: Problem, grammar: str, within: Callable[[], AbstractCont
 def load_game(problem: Problem, instruction: str, grammar: str = "alfworld-0.4") -> Game:
     """A game built from scratch: a new ``PddlEnv`` (its own copy of Fast Downward's library), TextWorld's own
     translation and parsing. The reference :class:`GameEngine` is tested against."""
+    problem = for_grammar(problem, grammar)
     env = _new_env()
     with single_translation():
         env.load(game_data(problem, instruction, grammar))
@@ -280,7 +297,7 @@ class GameEngine:
         if not self.fast:
             log.warning("TextWorld games are built the slow way: %s", textworld_fast.unsupported())
         self._env = None
-        self._translated: OrderedDict[SceneKey, SceneTranslation] = OrderedDict()
+        self._translated: OrderedDict[tuple[SceneKey, str], SceneTranslation] = OrderedDict()
         self._expected: OrderedDict[SceneKey, set[str]] = OrderedDict()
         self._current: tuple[int, str, Problem] | None = None  # (game number, its ADL text, its problem)
         self._grammar: tuple[str, textworld_fast.GrammarTemplate, str] | None = None  # the current game's
@@ -300,6 +317,7 @@ class GameEngine:
     def load(self, problem: Problem, instruction: str, grammar: str = "alfworld-0.4") -> Game:
         if not self.fast:
             return load_game(problem, instruction, grammar)
+        problem = for_grammar(problem, grammar)
         data = game_data(problem, instruction, grammar)
         self._games += 1
         self._current = (self._games, data["pddl_problem"], problem)
@@ -335,8 +353,9 @@ class GameEngine:
         return self._fallback[1]
 
     def _translation(self, problem: Problem, goal: str) -> SceneTranslation:
-        key = scene_key(problem)
-        found = self._translated.get(key)
+        key = scene_key(problem)  # the goals announced for it, whichever ids its games get
+        ids = (key, problem.id_order)  # a translation is of one spelling of the ids
+        found = self._translated.get(ids)
         if found is None or goal not in found.goal_fact:
             goals = sorted(set(self._expected.get(key, ())) | {goal} | set(found.goal_fact if found else ()))
 
@@ -353,8 +372,8 @@ class GameEngine:
                 self._expected.pop(key, None)  # the next games of this scene add their goals one by one
                 self.translations += 1
                 found = textworld_fast.translate_scene(_domain(), write, [goal])
-            self._translated[key] = found
-        self._translated.move_to_end(key)
+            self._translated[ids] = found
+        self._translated.move_to_end(ids)
         while len(self._translated) > self.scenes:
             self._translated.popitem(last=False)
         return found

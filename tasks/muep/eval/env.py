@@ -70,7 +70,7 @@ def pose(spec: EpisodeSpec, metadata_dir: str) -> tuple[Problem, SceneLayout]:
     """The episode's planning problem in its scene instance (``metadata_dir``), and the scene's layout."""
     ctx = scene_context(metadata_dir, spec.scene)
     problem = Problem(f"eval_{spec.episode_id}", ctx.receptacles, ctx.instances, spec.task_type, spec.object_type,
-                      spec.target_type)
+                      spec.target_type, location_names=ctx.released_locations)
     why = problem.check()
     if why:
         raise DataError(f"episode {spec.episode_id} ({spec.scene}) cannot be posed with the metadata in "

@@ -5,8 +5,9 @@ agent for #Seen and #Unseen; Tables 2 and 4: per task type), as Markdown and as 
 Two test sets get their own main table: ALFWorld's 140 #Seen + 134 #Unseen test games (what the paper evaluates,
 splits ``alfworld_seen`` / ``alfworld_unseen``) and MuEP's generated test episodes (``seen_test`` / ``unseen_test``).
 
-Which runs: for each (agent label, split), the newest finished run -- of the newest data version of its dataset
-(among that dataset's runs), unless ``all_versions`` (then each label's newest run of any version). Overall figures
+Which runs: for each (agent label, protocol, split), the newest finished run -- of the newest data version of its
+dataset (among that dataset's runs), unless ``all_versions`` (then each label's newest run of any version). An agent
+evaluated under both protocols gets a row for each (the ``alfworld`` one labelled ``<label> (alfworld)``). Overall figures
 are the splits' tallies added up, so they are exact, not averages of averages. The header names the protocol and
 stop rules the runs played by (``protocol=muep-released``: MuEP's released client's grammar and repeat stop); an
 invalid-action streak stop (not in the paper) is named with the agents it applied to.
@@ -22,12 +23,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from collections.abc import Callable
 
 from tasks import stats
 from tasks.muep.eval.metrics import INTERVAL_RATES, EpisodeMetrics, Tally, intervals
+from tasks.muep.eval.protocol import DEFAULT_PROTOCOL
 from tasks.muep.eval.runs import RunSummary
 from tasks.muep.vocab import TASK_TYPES
 
@@ -110,9 +112,7 @@ def build(runs: list[RunSummary], all_versions: bool = False) -> Board:
         for r in runs:
             newest.setdefault(r.dataset, r.dataset_version)
         runs = [r for r in runs if r.dataset_version == newest[r.dataset]]
-    chosen: dict[tuple[str, str], RunSummary] = {}
-    for r in runs:
-        chosen.setdefault((r.label, r.split), r)
+    chosen = _rows(runs)
     order = {s: i for i, s in enumerate(_ORDER)}
     splits = sorted({s for _, s in chosen}, key=lambda s: (order.get(s, 99), s))
     board = Board(labels=[], splits=splits, dataset_versions=sorted({r.dataset_version for r in chosen.values()}),
@@ -125,6 +125,24 @@ def build(runs: list[RunSummary], all_versions: bool = False) -> Board:
     board.labels = sorted({label for label, _ in chosen},
                           key=lambda lb: (-(board.overall(lb, first).rates()["sr"] or 0.0), lb))
     return board
+
+
+def _rows(runs: list[RunSummary]) -> dict[tuple[str, str], RunSummary]:
+    """(row label, split) -> the newest of ``runs`` (newest first) per (agent label, protocol, split). An agent
+    evaluated under more than one protocol gets a row per protocol: the default protocol's keeps the label, the
+    others' are labelled ``<label> (<protocol>)`` -- so Table 3 shows both protocols side by side."""
+    newest: dict[tuple[str, str, str], RunSummary] = {}
+    for r in runs:
+        newest.setdefault((r.label, r.protocol, r.split), r)
+    protocols: dict[str, set[str]] = {}
+    for label, protocol, _ in newest:
+        protocols.setdefault(label, set()).add(protocol)
+    out: dict[tuple[str, str], RunSummary] = {}
+    for (label, protocol, split), r in newest.items():
+        if len(protocols[label]) > 1 and protocol != DEFAULT_PROTOCOL:
+            r = replace(r, label=f"{label} ({protocol or 'protocol unknown'})")
+        out[(r.label, split)] = r
+    return out
 
 
 def attach_outcomes(board: Board, load: Callable[[RunSummary], dict[str, EpisodeMetrics] | None]) -> Board:
@@ -235,14 +253,25 @@ def scripted_note(board: Board, rows: list[list[str]]) -> str | None:
                                                         for label, agent in sorted(named.items())) + "."
 
 
+#: The protocols in words, for the header (docs/muep-eval.md, "Protocols", quotes the released client's lines).
+PROTOCOL_WORDS = {
+    "muep-released": "MuEP's released test client (github.com/kanxueli/MuEP, testing_environment/): its grammar "
+                     "(put X in/on Y) and texts, its object-list order and location numbers, at most 30 actions, the "
+                     "episode ends before the first repeated action (A-A or A-B-A-B, actions alone)",
+    "alfworld": "ALFWorld's: grammar alfworld-0.4 (move X to Y), at most 30 actions, no loop stop",
+}
+
+
 def _preamble(board: Board, source: str) -> str:
     versions = ", ".join(f"`{v}`" for v in board.dataset_versions) or "none"
     rules = []
     for spelled, labels in board.stop_rules().items():
         extra = " -- the invalid-action streak stop is NOT a rule of the paper" if "invalid_streak" in spelled else ""
         rules.append(f"`{spelled}` ({', '.join(labels)}){extra}")
+    shown = sorted({r.protocol for r in board.runs} & set(PROTOCOL_WORDS))
+    protocols = "".join(f" `{p}`: {PROTOCOL_WORDS[p]}." for p in shown)
     return (f"{len(board.runs)} MLflow runs from {source}; dataset versions {versions}. Protocol and stop rules: "
-            f"{'; '.join(rules) or 'none'}. SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
+            f"{'; '.join(rules) or 'none'}.{protocols} SR, GCS (the paper's sub-goals, finding the object included), GCS-A "
             "(ALFWorld's goal conditions), LC, RDI and PR (progress rate) in %; IS = mean steps of the successful "
             "episodes, IS (all) = of all episodes. \"-\" = undefined (no successful / failed episode). SR, GCS and "
             f"PR in the main tables with their {stats.LEVEL:.0%} bootstrap interval over episodes "

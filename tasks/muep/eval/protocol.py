@@ -27,6 +27,9 @@ class Protocol:
     """End the episode at the first repeated proposal (:func:`released_repeat`), without executing it."""
 
 
+#: ``muep.eval.protocol``'s default: the one the leaderboard's rows are labelled plainly by.
+DEFAULT_PROTOCOL = "muep-released"
+
 PROTOCOLS = {
     "muep-released": Protocol("muep-released", "muep-released", True),
     "alfworld": Protocol("alfworld", "alfworld-0.4", False),

@@ -26,6 +26,7 @@ unfinished one (a run killed while it was being logged) is deleted first.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 from collections.abc import Sequence
@@ -196,6 +197,13 @@ class RunSummary:
     by_type: dict[str, Tally]
     dataset: str = "muep-demos"
     stop_rules: str = ""
+
+    @property
+    def protocol(self) -> str:
+        """The protocol the run played by, from its ``stop_rules`` tag (:func:`stop_rules`); "" when the tag does
+        not name one (runs logged before protocols existed)."""
+        found = re.search(r"(?:^|, )protocol=([\w.-]+)", self.stop_rules)
+        return found.group(1) if found else ""
 
 
 def _tally(metrics: dict[str, float], suffix: str) -> Tally:
