@@ -247,17 +247,20 @@ def run_curve(curve: LadderCurveParams, rules: LadderMuEPParams, seed: int, trai
         training = None
         model = curve.zero_shot
         if size:
+            cpu = time.process_time()
             training, train_facts, model_dir = train_point(size, subsets[size], records, curve, train, tracking,
                                                            models_dir)
             model = str(model_dir)
             facts |= {"train_s": train_facts["train_seconds"], "tokens_per_s": train_facts["tokens_per_s"],
+                      "train_cpu_s": round(time.process_time() - cpu, 2),
                       "peak_memory_mb": train_facts["peak_memory_mb"], "train_run_id": train_facts["mlflow_run_id"]}
         ev = eval_params(curve, rules, seed, model)
         label = point_label(AGENTS.load(AGENT).describe(ev).label, size)
-        clock = time.perf_counter()
+        clock, cpu = time.perf_counter(), time.process_time()
         results, timings = play_point(ev, label, specs, metadata_dir, alfworld_metadata_dir, history_window)
         steps = sum(t.steps for t in timings)
-        facts |= {"play_s": round(time.perf_counter() - clock, 2), "games": len(results), "game_steps": steps,
+        facts |= {"play_s": round(time.perf_counter() - clock, 2), "play_cpu_s": round(time.process_time() - cpu, 2),
+                  "games": len(results), "game_steps": steps,
                   "s_per_step": round(sum(t.agent_s for t in timings) / steps, 3) if steps else None}
         point = Point(size, label, model, ev, training, results, facts)
         points.append(point)
@@ -324,7 +327,7 @@ def table_md(report: dict[str, Any], facts: dict[str, Any] | None = None) -> str
     head = ["records", "train steps", "tokens", "loss first -> last", "episodes", "SR %", "SR 95% CI", "GCS %",
             "GCS 95% CI", "PR %"]
     if facts is not None:
-        head += ["training s", "tokens/s", "playing s", "s/step"]
+        head += ["training s (CPU s)", "tokens/s", "playing s (CPU s)", "agent s/step"]
     lines = [f"# Learning curve: {design['baseline']} (Q-LoRA) on MuEP's ALFWorld games", "",
              f"Zero-shot point: `{design['zero_shot']}`. Agent `{design['agent']}` [{design['action_selection']}], "
              f"{design['stop_rules']}. Games: {counts}. Subsets: nested, seed {design['subset_seed']}; "
@@ -337,8 +340,8 @@ def table_md(report: dict[str, Any], facts: dict[str, Any] | None = None) -> str
                  _ci(r["ci95"].get("sr")), _pct(r["gcs"]), _ci(r["ci95"].get("gcs")), _pct(r["pr"])]
         if facts is not None:
             f = facts.get(f"n{r['records']}", {})
-            cells += [str(f.get("train_s", "-")), str(f.get("tokens_per_s", "-")), str(f.get("play_s", "-")),
-                      str(f.get("s_per_step", "-"))]
+            cells += [f"{f.get('train_s', '-')} ({f.get('train_cpu_s', '-')})", str(f.get("tokens_per_s", "-")),
+                      f"{f.get('play_s', '-')} ({f.get('play_cpu_s', '-')})", str(f.get("s_per_step", "-"))]
         lines.append("| " + " | ".join(cells) + " |")
     if facts is not None:
         lines += ["", "Times are this run's (run facts): they are not part of the DVC output reports/ladder/curve.md."]
