@@ -566,6 +566,37 @@ class LadderMuEPParams(Strict):
         return _names_in(value, "split")
 
 
+class LadderCurveParams(Strict):
+    """SmolLM2-135M's learning curve (docs/ladder-muep.md, stage ``ladder-curve``): Q-LoRA of ``baseline`` with
+    ``real_model.train``'s hyper-parameters on nested subsets of the SFT export's training records, one per size, each
+    played on the same fixed ALFWorld games (a stratified subset of ladder-muep's) by the ``hf`` agent."""
+
+    sizes: list[Annotated[int, Field(ge=0, le=100_000)]] = []
+    """Training records per point, increasing; 0 = the zero-shot model (no training). [] = the curve is off."""
+    baseline: str = "smollm2-135m"
+    """The registry's baseline that is fine-tuned (tasks/train/baselines.py)."""
+    zero_shot: str = "smollm2-135m-instruct"
+    """The size-0 point: the model as published (a local model or a folder), played by the ``hf`` agent."""
+    epochs: Annotated[float, Field(gt=0.0, le=100.0)] = 1.0
+    """Passes over each subset: steps = ceil(epochs x records / (batch_size x grad_accum))."""
+    games_per_split: Annotated[int, Field(ge=1, le=140)] | None = 3
+    """Games per split: a subset stratified by task type of the games ladder-muep plays; null = all of those."""
+    action_selection: Literal["rank", "generate", "generate-closest"] = "rank"
+    dtype: Literal["auto", "bfloat16", "float32"] = "float32"
+    """As ``real_model.eval.dtype``: float32 plays the fine-tuned model with its 4-bit base dequantised, LoRA merged."""
+    threads: Annotated[int, Field(ge=1, le=512)] = 1
+    """torch threads for training and playing (the ladder profile: 2)."""
+    seed: int = 0
+    """Seeds the choice of the nested subsets (training itself is seeded by ``real_model.train.seed``)."""
+
+    @field_validator("sizes")
+    @classmethod
+    def _increasing(cls, value: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+            raise ValueError(f"ladder.curve.sizes must be strictly increasing (nested subsets), got {value}")
+        return value
+
+
 class LadderParams(Strict):
     """The model ladder (docs/ladder.md): local GGUF models served one at a time by llama.cpp
     (:mod:`tasks.models.llama_server`) and asked through the ``openai`` backend, like any OpenAI-compatible endpoint.
@@ -581,6 +612,7 @@ class LadderParams(Strict):
     """The server of each model: a context long enough for the RoboScript prompt (tool docs and ten examples)."""
     roboscript: LadderRoboScriptParams = LadderRoboScriptParams()
     muep: LadderMuEPParams = LadderMuEPParams()
+    curve: LadderCurveParams = LadderCurveParams()
 
     @field_validator("models")
     @classmethod

@@ -75,6 +75,16 @@ def load_generator(key: str, model_path: str, adapter_path: str | None, vision: 
     return _LOADED[cache_key]
 
 
+def release(model_path: str | None) -> None:
+    """Forget every loaded model of ``model_path`` (its memory goes; a later load reads the folder again, e.g. after
+    a retraining into the same folder)."""
+    if not model_path:
+        return
+    ident = model_path if _local_model(model_path) else str(Path(model_path).resolve())
+    for key in [k for k in _LOADED if k[0] == ident]:
+        del _LOADED[key]
+
+
 def _load(key: str, model_path: str, adapter_path: str | None, vision: bool, dtype: str = "auto") -> Generator:
     if _local_model(model_path) and not vision:
         return _ChatGenerator.load(key, model_path, adapter_path, dtype)
