@@ -6,7 +6,6 @@ the ladder profile runs it. docs/ladder-muep.md."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 from dataclasses import replace
@@ -28,26 +27,21 @@ from tasks.ladder_curve import (
     run_curve,
     table_md,
 )
+from tasks.ladder_muep import DATASET, read_alfworld_games
 from tasks.muep import layout
 from tasks.muep.eval.agents import AGENTS
-from tasks.muep.eval.episodes import check_index, dataset_version
 from tasks.muep.eval.runs import log_run, run_fields, write_results
 from tasks.muep.eval.store import file_digest, fingerprint
 from tasks.params import load_params
 from tasks.progress import StageLog
 
 STAGE = "ladder-curve"
-DATASET = "muep-alfworld"
 log = logging.getLogger("embp")
 
 
 @flow(name=STAGE)
 def ladder_curve(params_file: str | None = None) -> dict:
     """SmolLM2-135M's learning curve: Q-LoRA on nested subsets of the SFT export, each played on the same games."""
-    import pandas as pd
-
-    from core.errors import DataError
-
     params = load_params(params_file)
     ladder = params.ladder
     curve = ladder.curve
@@ -62,17 +56,12 @@ def ladder_curve(params_file: str | None = None) -> dict:
             slog.write(TABLE, "# Learning curve\n\nOff: `ladder.curve.sizes` is empty (the ladder profile runs it; "
                        "docs/ladder-muep.md).\n")
             return {}
-        table = layout.ALFWORLD_EPISODES
-        if not table.exists():
-            raise DataError(f"{table} does not exist: the learning curve plays ALFWorld's test games.",
-                            hint="Run the muep-alfworld stage first (`dvc repro muep-alfworld`).")
-        index = check_index(pd.read_parquet(table), table)
+        alf = read_alfworld_games("the learning curve")
+        table, index, version, episodes_sha = alf.table, alf.index, alf.version, alf.episodes_sha
         slog.read(table, f"{len(index)} games")
         specs, games = curve_games(index, ladder.muep, curve.games_per_split)
         sft_train = layout.SFT / "train.jsonl"
         slog.read(sft_train)
-        version = dataset_version(paths.ROOT, layout.ALFWORLD, table, DATASET)
-        episodes_sha = hashlib.sha256(table.read_bytes()).hexdigest()[:16]
         data = file_digest([table, sft_train, *sorted(layout.ALFWORLD_METADATA.glob("*.parquet"))])
         code = code_digest("flows.ladder_curve")
         grammar = ",".join(sorted({s.grammar for s in specs}))

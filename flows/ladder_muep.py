@@ -7,7 +7,6 @@ docs/ladder.md."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 
@@ -15,9 +14,9 @@ from prefect import flow
 
 from flows._imports import code_digest
 from flows._runtime import main
-from tasks import paths
 from tasks.ladder import model_label, served_llm, server_log
 from tasks.ladder_muep import (
+    DATASET,
     AGENT,
     CACHE,
     REPORT,
@@ -30,6 +29,7 @@ from tasks.ladder_muep import (
     model_report,
     play,
     protocol,
+    read_alfworld_games,
     speed,
     timing_records,
 )
@@ -38,7 +38,6 @@ from tasks.models import files
 from tasks.models.llama_server import OnDemandBackend
 from tasks.muep import layout
 from tasks.muep.eval.agents import AgentContext, AgentInfo
-from tasks.muep.eval.episodes import check_index, dataset_version
 from tasks.muep.eval.harness import EvalSettings
 from tasks.muep.eval.runs import log_run, run_fields, write_results
 from tasks.muep.eval.store import file_digest, fingerprint
@@ -46,32 +45,22 @@ from tasks.params import load_params
 from tasks.progress import Progress, StageLog
 
 STAGE = "ladder-muep"
-DATASET = "muep-alfworld"
 log = logging.getLogger("embp")
 
 
 @flow(name=STAGE)
 def ladder_muep(params_file: str | None = None) -> dict:
     """The model ladder on MuEP: each local model plays ALFWorld's test games as the zero-shot openai agent."""
-    import pandas as pd
-
-    from core.errors import DataError
-
     params = load_params(params_file)
     ladder = params.ladder
     lm = ladder.muep
     with StageLog(STAGE) as slog:
-        table = layout.ALFWORLD_EPISODES
-        if not table.exists():
-            raise DataError(f"{table} does not exist: the ladder plays ALFWorld's test games.",
-                            hint="Run the muep-alfworld stage first (`dvc repro muep-alfworld`).")
-        index = check_index(pd.read_parquet(table), table)
+        alf = read_alfworld_games("the ladder")
+        table, index, version, episodes_sha = alf.table, alf.index, alf.version, alf.episodes_sha
         slog.read(table, f"{len(index)} games")
         specs, games = choose_games(index, lm.splits, lm.games_per_split)
         for name in ladder.models:            # every model's file before the first answer: a missing one fails now
             files.gguf_path(files.get(name), "ladder.models")
-        version = dataset_version(paths.ROOT, layout.ALFWORLD, table, DATASET)
-        episodes_sha = hashlib.sha256(table.read_bytes()).hexdigest()[:16]
         data = file_digest([table, *sorted(layout.ALFWORLD_METADATA.glob("*.parquet"))])
         code = code_digest("flows.ladder_muep")
         grammar = ",".join(sorted({s.grammar for s in specs}))

@@ -15,7 +15,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,33 @@ def stratified_subset(games: pd.DataFrame, n: int | None) -> list[str]:
         ids.setdefault(kind, []).append(episode_id)
     counts = allocate({k: len(v) for k, v in ids.items()}, n)
     return sorted(e for kind, members in ids.items() for e in sorted(members, key=_game_order)[:counts[kind]])
+
+
+DATASET = "muep-alfworld"
+
+
+@dataclass(frozen=True)
+class AlfworldGames:
+    """ALFWorld's test games as muep-alfworld wrote them: the index, its dataset version and the table's short hash."""
+
+    table: Path
+    index: pd.DataFrame
+    version: str
+    episodes_sha: str
+
+
+def read_alfworld_games(who: str) -> AlfworldGames:
+    """The games table every ladder stage plays (``who`` says which, in the error when it is missing)."""
+    from tasks.muep import layout
+    from tasks.muep.eval.episodes import check_index, dataset_version
+
+    table = layout.ALFWORLD_EPISODES
+    if not table.exists():
+        raise DataError(f"{table} does not exist: {who} plays ALFWorld's test games.",
+                        hint="Run the muep-alfworld stage first (`dvc repro muep-alfworld`).")
+    index = check_index(pd.read_parquet(table), table)
+    return AlfworldGames(table, index, dataset_version(paths.ROOT, layout.ALFWORLD, table, DATASET),
+                         hashlib.sha256(table.read_bytes()).hexdigest()[:16])
 
 
 def choose_games(index: pd.DataFrame, splits: Sequence[str], per_split: int | None
