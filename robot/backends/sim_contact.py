@@ -39,6 +39,10 @@ rad/s^2, so the object feels the accelerations of a real transfer rather than a 
 Without a load the arm keeps the kinematic arm's pace (a path point every ``substeps`` physics steps)."""
 HOLD_GAP_M = 0.004
 """Under ``contact`` an object is held while at least one finger is within this distance of it."""
+RELEASE_GAP_M = 0.005
+"""Under ``contact`` a hand whose open fingers are still within this distance of a loose object (what it just let
+go of, or a neighbour) backs straight out along its approach axis before going home, as a place pipeline's
+post-place retreat does: a joint-space path home sweeps sideways, and a finger still at the object drags it."""
 
 
 class ContactGrip:
@@ -122,6 +126,15 @@ class ContactGrip:
                                      physicsClientId=self.client)
         self._carry()
         self._step(steps)
+
+    def fingers_at_loose_object(self) -> bool:
+        """Under ``contact``: whether an open finger is within RELEASE_GAP_M of a loose object."""
+        if self.grasp != "contact" or self._held is not None:
+            return False
+        loose = [m for m in self._models.values() if m.dynamic]
+        return any(self.pb.getClosestPoints(self.robot.body, m.body, RELEASE_GAP_M, linkIndexA=finger,
+                                            physicsClientId=self.client)
+                   for m in loose for finger in self.robot.fingers)
 
     def _finger_positions(self) -> list[float]:
         states = self.pb.getJointStates(self.robot.body, self.robot.fingers, physicsClientId=self.client)
