@@ -38,7 +38,7 @@ from robot.backends.arms import HOME_OFFSET, load_arm
 from robot.backends.base import JointState, RobotBackend
 from robot.backends.sim_ghosts import GhostScene
 from robot.backends.sim_motion import MotionPlanner
-from robot.backends.sim_contact import GRASP_MODES, PAD_SPINNING_FRICTION, ContactGrip
+from robot.backends.sim_contact import GRASP_MODES, ContactGrip
 from robot.backends.sim_scene import SceneBuilder, SimModel
 from robot.contract.catalog import load_catalog
 from robot.contract.tool_api import Pose
@@ -97,9 +97,7 @@ class SimBackend(ContactGrip, RobotBackend):
         self.grasp = grasp
         self.robot = load_arm(pb, self.client, arm)
         if grasp == "contact":
-            for finger in self.robot.fingers:
-                pb.changeDynamics(self.robot.body, finger, spinningFriction=PAD_SPINNING_FRICTION,
-                                  physicsClientId=self.client)
+            self._contact_hand()
         self.gripper_max_opening = self.robot.max_opening
         self.catalog = load_catalog()
         self.builder = SceneBuilder(pb, self.client, self.catalog)
@@ -112,6 +110,9 @@ class SimBackend(ContactGrip, RobotBackend):
         self._finger_values: list[float] = [self.robot.finger_open] * len(self.robot.fingers)
         self._squeezing = False
         """Under ``contact``: the gripper was closed and its motors squeeze (until it opens)."""
+        self._let_go = False
+        """Under ``contact``: the gripper has just opened from a closing that stalled on something, and the arm has
+        not moved since (going home backs out first: ``should_back_out``)."""
         self._attached: set[str] = set()
         self._attached_at: dict[str, Pose] = {}  # the tool pose when each attached object was attached
         self._released: tuple[str, np.ndarray] | None = None
@@ -148,7 +149,7 @@ class SimBackend(ContactGrip, RobotBackend):
             pb.resetJointState(part.body, part.link, joint.value, physicsClientId=self.client)
         self._set_home()
         self._set_q(self.robot.home)
-        self._squeezing = False
+        self._squeezing, self._let_go = False, False
         self._set_fingers(self.robot.finger_open)
         if self.grasp == "contact":
             self._hold_arm(self.robot.home)
@@ -183,7 +184,7 @@ class SimBackend(ContactGrip, RobotBackend):
                     pb.resetBasePositionAndOrientation(sim.body, (pos[0] + dx, pos[1] + dy, pos[2]), orn,
                                                        physicsClientId=self.client)
         self._set_q(self.robot.home)
-        self._squeezing = False
+        self._squeezing, self._let_go = False, False
         self._set_fingers(self.robot.finger_open)
         if self.grasp == "contact":
             self._hold_arm(self.robot.home)

@@ -39,19 +39,45 @@ rad/s^2, so the object feels the accelerations of a real transfer rather than a 
 Without a load the arm keeps the kinematic arm's pace (a path point every ``substeps`` physics steps)."""
 HOLD_GAP_M = 0.004
 """Under ``contact`` an object is held while at least one finger is within this distance of it."""
+FINGER_COUPLING_N = 1000.0
+"""How hard the finger coupling holds the two fingers at the same opening (N): a linkage is stiff, far above the
+grip force."""
+RELEASE_MARGIN_M = 0.01
+"""Under ``contact`` a gripper that has closed on something opens only this much wider than it stalled, per finger
+(2 cm more in all; the fingers are coupled, ``_contact_hand``), not to its full stroke: what a real gripper does when it is commanded a width (the Franka
+Hand's ``move(width)``, the 2F-85's position request). After a grasp by a mug's wall, the 2F-85's full 85 mm
+drives the finger inside the mug against the far inner wall, and the mug hangs on it by friction. Opening with
+nothing in the hand opens fully."""
 RELEASE_GAP_M = 0.005
-"""Under ``contact`` a hand whose open fingers are still within this distance of a loose object (what it just let
-go of, or a neighbour) backs straight out along its approach axis before going home, as a place pipeline's
-post-place retreat does: a joint-space path home sweeps sideways, and a finger still at the object drags it."""
+"""Under ``contact`` a hand that has just let go of something, or whose open fingers are still within this
+distance of a loose object, backs straight out along its approach axis before going home, as a place pipeline's
+post-place retreat does: the joint-space path home sweeps sideways, and a finger still at the object drags it
+(Hard_1: the released banana was dragged 20 cm and pushed the plate)."""
 
 
 class ContactGrip:
     """The ``contact`` half of SimBackend's gripper and arm control."""
 
+    def _contact_hand(self) -> None:
+        """The hand under ``contact``: finger pads with torsional friction, and the two fingers coupled to move
+        together (a gear constraint, ratio 1:1 mirrored), as both grippers are built -- one motor drives both
+        fingers, through a linkage in the 2F-85 and a rack in the Franka Hand -- so a parallel grip centres the
+        object between the fingers. Two independently driven fingers pushing at each other with equal force are
+        neutrally balanced: the pair drifts towards one side and the UR5's light fingers (50 g) fought through
+        the contact solver until a 60 g box was shot away."""
+        pb, body = self.pb, self.robot.body
+        for finger in self.robot.fingers:
+            pb.changeDynamics(body, finger, spinningFriction=PAD_SPINNING_FRICTION, physicsClientId=self.client)
+        left, right = self.robot.fingers
+        gear = pb.createConstraint(body, left, body, right, pb.JOINT_GEAR, [0, 1, 0], [0, 0, 0], [0, 0, 0],
+                                   physicsClientId=self.client)
+        pb.changeConstraint(gear, gearRatio=-1, maxForce=FINGER_COUPLING_N, erp=0.2, physicsClientId=self.client)
+
     def _execute_driven(self, path: list[np.ndarray]) -> None:
         """``execute`` under ``contact``: each tick driven (``_drive_tick``), what is held tracked, the arm held at
         the path's end."""
         q0 = self.q()
+        self._let_go = self._let_go and not path
         for q, steps in zip(path, self._tick_steps(q0, path), strict=True):
             if self.interrupt is not None:
                 self.interrupt()
@@ -64,12 +90,18 @@ class ContactGrip:
             self._finger_values = self._finger_positions()  # what the squeeze and the load left them at
 
     def _open_driven(self) -> None:
-        """Open at the gripper's speed (the arm holding still); the caller lets things settle."""
-        travel = self.robot.finger_open - min(self._finger_positions())
+        """Open at the gripper's speed (the arm holding still): after a closing that stalled on something, each
+        finger RELEASE_MARGIN_M wider than it stalled, else fully; the caller lets things settle."""
+        now = self._finger_positions()
+        targets = [self.robot.finger_open] * len(now)
+        if self._squeezing and min(now) > 0.001:  # the fingers stopped on something: let go of it
+            targets = [min(self.robot.finger_open, max(now) + RELEASE_MARGIN_M)] * len(now)
+            self._let_go = True
+        travel = max(t - v for t, v in zip(targets, now, strict=True))
         self._squeezing = False
-        self._drive_fingers([self.robot.finger_open] * len(self.robot.fingers))
+        self._drive_fingers(targets)
         self._hold_arm(self.q())
-        self._step(int(math.ceil(travel / FINGER_SPEED / self.time_step)) + 4)
+        self._step(int(math.ceil(max(travel, 0.0) / FINGER_SPEED / self.time_step)) + 4)
         self._finger_values = self._finger_positions()
 
     def _drive_fingers(self, targets: list[float]) -> None:
@@ -127,10 +159,13 @@ class ContactGrip:
         self._carry()
         self._step(steps)
 
-    def fingers_at_loose_object(self) -> bool:
-        """Under ``contact``: whether an open finger is within RELEASE_GAP_M of a loose object."""
+    def should_back_out(self) -> bool:
+        """Under ``contact``, before going home: whether the open hand has just let go of something (and not moved
+        since) or a finger is within RELEASE_GAP_M of a loose object."""
         if self.grasp != "contact" or self._held is not None:
             return False
+        if self._let_go:
+            return True
         loose = [m for m in self._models.values() if m.dynamic]
         return any(self.pb.getClosestPoints(self.robot.body, m.body, RELEASE_GAP_M, linkIndexA=finger,
                                             physicsClientId=self.client)

@@ -195,7 +195,7 @@ class MotionPlanner:
         out (``_retreat``: fingers still round a handle or in a receptacle just let go of, as MoveIt's post-grasp
         retreat does), then straight again or a detour."""
         self.check_start(ignore)
-        if self.sim.fingers_at_loose_object():  # under contact: a finger still at what it let go of would drag it
+        if self.sim.should_back_out():  # under contact: a finger still at what it let go of would drag it
             self._retreat(ignore)
         path = self.joint_path(self.sim.q(), q_goal)
         blocked = self._check_path(path, ignore)
