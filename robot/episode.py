@@ -8,7 +8,7 @@ Goal (``request_json``)::
      "noise": {"position_m": 0.005, ...}, "pipeline": {"detection": "perceived", ...}, "pose_jitter_m": 0.005,
      "seed": 0,
      "timeout_s": 60, "memory_mb": 512, "arm": "panda", "isolation": "auto", "motion_failure": "return_false",
-     "grasp": "rigid",
+     "grasp": "contact",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
 Only ``code`` and one of ``world`` / ``world_file`` are required. ``isolation`` is what the goal demands of the

@@ -39,12 +39,16 @@ rad/s^2, so the object feels the accelerations of a real transfer rather than a 
 Without a load the arm keeps the kinematic arm's pace (a path point every ``substeps`` physics steps)."""
 HOLD_GAP_M = 0.004
 """Under ``contact`` an object is held while at least one finger is within this distance of it."""
-FINGER_COUPLING_N = 1000.0
-"""How hard the finger coupling holds the two fingers at the same opening (N): a linkage is stiff, far above the
-grip force."""
+FINGER_COUPLING = 5.0
+"""Under ``contact`` the closed gripper's two fingers are kept at the same opening, as both grippers are built (one
+motor drives both fingers, through a linkage in the 2F-85 and a rack in the Franka Hand), so a parallel grip centres
+what it holds: each finger's closing speed is corrected by this gain (1/s) times its lead over the other finger.
+Two fingers driven independently with equal force are neutrally balanced -- the pair drifts to one side (the UR5's
+closed 11 and 35 mm from the centre on a 46 mm box) -- and the UR5's light fingers then fought through the contact
+solver until a 60 g box was shot away."""
 RELEASE_MARGIN_M = 0.01
 """Under ``contact`` a gripper that has closed on something opens only this much wider than it stalled, per finger
-(2 cm more in all; the fingers are coupled, ``_contact_hand``), not to its full stroke: what a real gripper does when it is commanded a width (the Franka
+(2 cm more in all), not to its full stroke: what a real gripper does when it is commanded a width (the Franka
 Hand's ``move(width)``, the 2F-85's position request). After a grasp by a mug's wall, the 2F-85's full 85 mm
 drives the finger inside the mug against the far inner wall, and the mug hangs on it by friction. Opening with
 nothing in the hand opens fully."""
@@ -59,19 +63,10 @@ class ContactGrip:
     """The ``contact`` half of SimBackend's gripper and arm control."""
 
     def _contact_hand(self) -> None:
-        """The hand under ``contact``: finger pads with torsional friction, and the two fingers coupled to move
-        together (a gear constraint, ratio 1:1 mirrored), as both grippers are built -- one motor drives both
-        fingers, through a linkage in the 2F-85 and a rack in the Franka Hand -- so a parallel grip centres the
-        object between the fingers. Two independently driven fingers pushing at each other with equal force are
-        neutrally balanced: the pair drifts towards one side and the UR5's light fingers (50 g) fought through
-        the contact solver until a 60 g box was shot away."""
-        pb, body = self.pb, self.robot.body
+        """The hand under ``contact``: finger pads with torsional friction."""
         for finger in self.robot.fingers:
-            pb.changeDynamics(body, finger, spinningFriction=PAD_SPINNING_FRICTION, physicsClientId=self.client)
-        left, right = self.robot.fingers
-        gear = pb.createConstraint(body, left, body, right, pb.JOINT_GEAR, [0, 1, 0], [0, 0, 0], [0, 0, 0],
+            self.pb.changeDynamics(self.robot.body, finger, spinningFriction=PAD_SPINNING_FRICTION,
                                    physicsClientId=self.client)
-        pb.changeConstraint(gear, gearRatio=-1, maxForce=FINGER_COUPLING_N, erp=0.2, physicsClientId=self.client)
 
     def _execute_driven(self, path: list[np.ndarray]) -> None:
         """``execute`` under ``contact``: each tick driven (``_drive_tick``), what is held tracked, the arm held at
@@ -113,11 +108,13 @@ class ContactGrip:
 
     def _squeeze(self) -> None:
         """Finger motors closing at the gripper's speed with at most the grip force each: once a finger stalls on
-        something it pushes with exactly that force for as long as the gripper stays closed."""
-        for finger in self.robot.fingers:
+        something it pushes with exactly that force for as long as the gripper stays closed. The fingers are kept
+        together (FINGER_COUPLING): the one ahead closes slower, or backs off, until the other has caught up."""
+        left, right = self._finger_positions()
+        for finger, lead in zip(self.robot.fingers, (right - left, left - right), strict=True):
             self.pb.setJointMotorControl2(self.robot.body, finger, self.pb.VELOCITY_CONTROL,
-                                          targetVelocity=-FINGER_SPEED, force=GRIP_FORCE_N[self.arm],
-                                          physicsClientId=self.client)
+                                          targetVelocity=-FINGER_SPEED + FINGER_COUPLING * lead,
+                                          force=GRIP_FORCE_N[self.arm], physicsClientId=self.client)
 
     def _hold_arm(self, q) -> None:
         """Arm motors holding ``q`` (between motions, while the gripper moves, while things settle)."""
