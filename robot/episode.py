@@ -221,6 +221,10 @@ class EpisodeRunner:
                                 f"grasp: {goal.grasp}.", self.name, goal.episode_id)
         verdict = DEFAULT_POLICY.check(goal.code)
         self._load(goal.world, goal.grasp)
+        caveat = getattr(self.backend, "grasp_caveat", lambda: None)()
+        if caveat:  # said, never silently switched: the goal runs in the mode it asked for
+            warnings.append(f"{self.name or 'runner'}: {caveat}")
+            log.warning("episode %s: %s", goal.episode_id, warnings[-1])
         limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
         repeats, cancelled = [], False
         for index in range(goal.repeats):

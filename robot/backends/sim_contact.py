@@ -59,8 +59,18 @@ post-place retreat does: the joint-space path home sweeps sideways, and a finger
 (Hard_1: the released banana was dragged 20 cm and pushed the plate)."""
 
 
+UR5_CONTACT_CAVEAT = ("grasp: contact on the UR5 is not yet stable: its simplified 2F-85 fingers (50 g boxes) "
+                      "sometimes lose a light box during a transfer or keep a mug taken by its wall (Table I: "
+                      "Moderate_0 and Moderate_2 drop repeats that rigid passes; docs/robot.md, 'Grasping with "
+                      "contacts'); grasp: rigid is the stable mode for the UR5")
+
+
 class ContactGrip:
     """The ``contact`` half of SimBackend's gripper and arm control."""
+
+    def grasp_caveat(self) -> str | None:
+        """What a result should warn about the grasp mode on this arm (the runner logs it), or None."""
+        return UR5_CONTACT_CAVEAT if self.grasp == "contact" and self.arm == "ur5" else None
 
     def _contact_hand(self) -> None:
         """The hand under ``contact``: finger pads with torsional friction."""
