@@ -7,7 +7,10 @@ the squeeze and friction against the object's weight and inertia -- then decides
 turned in the hand or dropped. The arm is driven rather than teleported: at each tick of a planned path its joints
 are set to the planned point with the velocity that reaches the next one and velocity motors keep that up through
 the physics steps, so the contact solver sees the fingers move; while it carries a loose object the path is timed
-with a speed and acceleration limit. A mixin of :class:`robot.backends.sim.SimBackend` (which owns the state).
+with a speed and acceleration limit. The two fingers are kept at the same opening (FINGER_COUPLING), as one motor
+drives both in the real grippers; letting go opens to the stall width plus RELEASE_MARGIN_M, and going home right
+after backs the hand out first. The default grasp mode. A mixin of :class:`robot.backends.sim.SimBackend` (which
+owns the state).
 """
 
 from __future__ import annotations
