@@ -43,7 +43,7 @@ def table1(runner, tasks, codes: dict[str, str], repeats: int) -> dict:
     return rows
 
 
-def shape_slice(runner, objects: list[str], repeats: int, studies: list[str]) -> dict:
+def shape_slice(runner, objects: list[str], repeats: int, studies: list[str], mode: str) -> dict:
     from robot.backends.sim_scene import object_shape
     from robot.contract.catalog import load_catalog
     from tasks.roboscript.eval import shapes
@@ -51,7 +51,7 @@ def shape_slice(runner, objects: list[str], repeats: int, studies: list[str]) ->
 
     catalog = load_catalog()
     trials, _ = shapes.study_trials(catalog, WorldsParams(), objects, studies)
-    ep = RobotEvalParams(repeats=repeats)
+    ep = RobotEvalParams(repeats=repeats, grasp=mode)  # the goal names the mode: it overrides the runner's
     rows = {}
     for trial in trials:
         request = shapes.goal(trial, ep) | {"repeats": repeats}
@@ -101,7 +101,7 @@ def main() -> None:
         entry = {"table1": table1(runner, tasks, codes, args.repeats)}
         if args.shape_objects:
             entry["shapes"] = shape_slice(runner, args.shape_objects.split(","), args.repeats,
-                                          args.studies.split(","))
+                                          args.studies.split(","), mode)
             entry["shapes_by_class"] = by_class(entry["shapes"])
         runner.backend.close()
         out[mode] = entry

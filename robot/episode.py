@@ -8,7 +8,7 @@ Goal (``request_json``)::
      "noise": {"position_m": 0.005, ...}, "pipeline": {"detection": "perceived", ...}, "pose_jitter_m": 0.005,
      "seed": 0,
      "timeout_s": 60, "memory_mb": 512, "arm": "panda", "isolation": "auto", "motion_failure": "return_false",
-     "grasp": "rigid",
+     "grasp": "contact",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
 Only ``code`` and one of ``world`` / ``world_file`` are required. ``isolation`` is what the goal demands of the
@@ -221,6 +221,10 @@ class EpisodeRunner:
                                 f"grasp: {goal.grasp}.", self.name, goal.episode_id)
         verdict = DEFAULT_POLICY.check(goal.code)
         self._load(goal.world, goal.grasp)
+        caveat = getattr(self.backend, "grasp_caveat", lambda: None)()
+        if caveat:  # said, never silently switched: the goal runs in the mode it asked for
+            warnings.append(f"{self.name or 'runner'}: {caveat}")
+            log.warning("episode %s: %s", goal.episode_id, warnings[-1])
         limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
         repeats, cancelled = [], False
         for index in range(goal.repeats):

@@ -10,13 +10,15 @@ line by inverse kinematics at 1 cm spacing. An unreachable pose or a blocked pat
 
 How it grasps (``grasp``, one of GRASP_MODES; the ``contact`` half lives in ``sim_contact.py``):
 
-* ``contact``: the fingers close under position control with a bounded force (the gripper's continuous grip force,
-  GRIP_FORCE_N) at the gripper's speed until they stall, and the arm is driven through each tick of its path by
+* ``contact`` (the default): the two fingers, coupled as one actuator drives them, close under velocity control
+  with a bounded force (the gripper's continuous grip force, GRIP_FORCE_N) at the gripper's speed until they stall,
+  and the arm is driven through each tick of its path by
   velocity motors (its joints are set to the planned point and move to the next one inside the physics step), so a
   loose object between the fingers is lifted and carried by PyBullet's contact model alone -- the fingers' squeeze
   and friction. It can slip, rotate in the hand, be dropped or knocked over; an object no finger is within
-  HOLD_GAP_M of any longer is no longer held (recorded in ``slipped``).
-* ``rigid`` (the default today, and the debugging option; docs/robot.md says why): closing moves each finger until
+  HOLD_GAP_M of any longer is no longer held (recorded in ``slipped``). Opening after a grasp lets go to the stall
+  width plus RELEASE_MARGIN_M a finger, and the hand backs out along its approach axis before going home.
+* ``rigid`` (the debugging option): closing moves each finger until
   it touches something; when both fingers touch the same loose object it follows the tool frame rigidly until the
   gripper opens, as Gazebo's grasp plugin does.
 
@@ -38,7 +40,7 @@ from robot.backends.arms import HOME_OFFSET, load_arm
 from robot.backends.base import JointState, RobotBackend
 from robot.backends.sim_ghosts import GhostScene
 from robot.backends.sim_motion import MotionPlanner
-from robot.backends.sim_contact import GRASP_MODES, PAD_SPINNING_FRICTION, ContactGrip
+from robot.backends.sim_contact import GRASP_MODES, ContactGrip
 from robot.backends.sim_scene import SceneBuilder, SimModel
 from robot.contract.catalog import load_catalog
 from robot.contract.tool_api import Pose
@@ -83,7 +85,7 @@ class _Held:
 class SimBackend(ContactGrip, RobotBackend):
     name = "sim"
 
-    def __init__(self, arm: str = "panda", time_step: float = 1 / 240, substeps: int = 2, grasp: str = "rigid"):
+    def __init__(self, arm: str = "panda", time_step: float = 1 / 240, substeps: int = 2, grasp: str = "contact"):
         if grasp not in GRASP_MODES:
             raise ValueError(f"grasp must be one of {', '.join(GRASP_MODES)}, got {grasp!r}")
         pb = _import_pybullet()
@@ -97,9 +99,7 @@ class SimBackend(ContactGrip, RobotBackend):
         self.grasp = grasp
         self.robot = load_arm(pb, self.client, arm)
         if grasp == "contact":
-            for finger in self.robot.fingers:
-                pb.changeDynamics(self.robot.body, finger, spinningFriction=PAD_SPINNING_FRICTION,
-                                  physicsClientId=self.client)
+            self._contact_hand()
         self.gripper_max_opening = self.robot.max_opening
         self.catalog = load_catalog()
         self.builder = SceneBuilder(pb, self.client, self.catalog)
@@ -112,6 +112,9 @@ class SimBackend(ContactGrip, RobotBackend):
         self._finger_values: list[float] = [self.robot.finger_open] * len(self.robot.fingers)
         self._squeezing = False
         """Under ``contact``: the gripper was closed and its motors squeeze (until it opens)."""
+        self._let_go = False
+        """Under ``contact``: the gripper has just opened from a closing that stalled on something, and the arm has
+        not moved since (going home backs out first: ``should_back_out``)."""
         self._attached: set[str] = set()
         self._attached_at: dict[str, Pose] = {}  # the tool pose when each attached object was attached
         self._released: tuple[str, np.ndarray] | None = None
@@ -148,7 +151,7 @@ class SimBackend(ContactGrip, RobotBackend):
             pb.resetJointState(part.body, part.link, joint.value, physicsClientId=self.client)
         self._set_home()
         self._set_q(self.robot.home)
-        self._squeezing = False
+        self._squeezing, self._let_go = False, False
         self._set_fingers(self.robot.finger_open)
         if self.grasp == "contact":
             self._hold_arm(self.robot.home)
@@ -183,7 +186,7 @@ class SimBackend(ContactGrip, RobotBackend):
                     pb.resetBasePositionAndOrientation(sim.body, (pos[0] + dx, pos[1] + dy, pos[2]), orn,
                                                        physicsClientId=self.client)
         self._set_q(self.robot.home)
-        self._squeezing = False
+        self._squeezing, self._let_go = False, False
         self._set_fingers(self.robot.finger_open)
         if self.grasp == "contact":
             self._hold_arm(self.robot.home)
@@ -305,7 +308,10 @@ class SimBackend(ContactGrip, RobotBackend):
     # ------------------------------------------------------------------------------------------------ low level
 
     def _step(self, n: int = 1) -> None:
+        coupled = self.grasp == "contact" and self._squeezing  # a closed gripper keeps its fingers together
         for _ in range(n):
+            if coupled:
+                self._squeeze()
             self.pb.stepSimulation(physicsClientId=self.client)
 
     def q(self) -> np.ndarray:

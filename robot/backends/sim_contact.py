@@ -7,7 +7,10 @@ the squeeze and friction against the object's weight and inertia -- then decides
 turned in the hand or dropped. The arm is driven rather than teleported: at each tick of a planned path its joints
 are set to the planned point with the velocity that reaches the next one and velocity motors keep that up through
 the physics steps, so the contact solver sees the fingers move; while it carries a loose object the path is timed
-with a speed and acceleration limit. A mixin of :class:`robot.backends.sim.SimBackend` (which owns the state).
+with a speed and acceleration limit. The two fingers are kept at the same opening (FINGER_COUPLING), as one motor
+drives both in the real grippers; letting go opens to the stall width plus RELEASE_MARGIN_M, and going home right
+after backs the hand out first. The default grasp mode. A mixin of :class:`robot.backends.sim.SimBackend` (which
+owns the state).
 """
 
 from __future__ import annotations
@@ -39,15 +42,50 @@ rad/s^2, so the object feels the accelerations of a real transfer rather than a 
 Without a load the arm keeps the kinematic arm's pace (a path point every ``substeps`` physics steps)."""
 HOLD_GAP_M = 0.004
 """Under ``contact`` an object is held while at least one finger is within this distance of it."""
+FINGER_COUPLING = 5.0
+"""Under ``contact`` the closed gripper's two fingers are kept at the same opening, as both grippers are built (one
+motor drives both fingers, through a linkage in the 2F-85 and a rack in the Franka Hand), so a parallel grip centres
+what it holds: each finger's closing speed is corrected by this gain (1/s) times its lead over the other finger.
+Two fingers driven independently with equal force are neutrally balanced -- the pair drifts to one side (the UR5's
+closed 11 and 35 mm from the centre on a 46 mm box) -- and the UR5's light fingers then fought through the contact
+solver until a 60 g box was shot away."""
+RELEASE_MARGIN_M = 0.01
+"""Under ``contact`` a gripper that has closed on something opens only this much wider than it stalled, per finger
+(2 cm more in all), not to its full stroke: what a real gripper does when it is commanded a width (the Franka
+Hand's ``move(width)``, the 2F-85's position request). After a grasp by a mug's wall, the 2F-85's full 85 mm
+drives the finger inside the mug against the far inner wall, and the mug hangs on it by friction. Opening with
+nothing in the hand opens fully."""
+RELEASE_GAP_M = 0.005
+"""Under ``contact`` a hand that has just let go of something, or whose open fingers are still within this
+distance of a loose object, backs straight out along its approach axis before going home, as a place pipeline's
+post-place retreat does: the joint-space path home sweeps sideways, and a finger still at the object drags it
+(Hard_1: the released banana was dragged 20 cm and pushed the plate)."""
+
+
+UR5_CONTACT_CAVEAT = ("grasp: contact on the UR5 is not yet stable: its simplified 2F-85 fingers (50 g boxes) "
+                      "sometimes lose a light box during a transfer or keep a mug taken by its wall (Table I: "
+                      "Moderate_0 and Moderate_2 drop repeats that rigid passes; docs/robot.md, 'Grasping with "
+                      "contacts'); grasp: rigid is the stable mode for the UR5")
 
 
 class ContactGrip:
     """The ``contact`` half of SimBackend's gripper and arm control."""
 
+    def grasp_caveat(self) -> str | None:
+        """What a result should warn about the grasp mode on this arm (the runner logs it), or None."""
+        return UR5_CONTACT_CAVEAT if self.grasp == "contact" and self.arm == "ur5" else None
+
+    def _contact_hand(self) -> None:
+        """The hand under ``contact``: finger pads with torsional friction."""
+        for finger in self.robot.fingers:
+            self.pb.changeDynamics(self.robot.body, finger, spinningFriction=PAD_SPINNING_FRICTION,
+                                   physicsClientId=self.client)
+
     def _execute_driven(self, path: list[np.ndarray]) -> None:
         """``execute`` under ``contact``: each tick driven (``_drive_tick``), what is held tracked, the arm held at
         the path's end."""
         q0 = self.q()
+        self._let_go = self._let_go and not path
         for q, steps in zip(path, self._tick_steps(q0, path), strict=True):
             if self.interrupt is not None:
                 self.interrupt()
@@ -60,12 +98,18 @@ class ContactGrip:
             self._finger_values = self._finger_positions()  # what the squeeze and the load left them at
 
     def _open_driven(self) -> None:
-        """Open at the gripper's speed (the arm holding still); the caller lets things settle."""
-        travel = self.robot.finger_open - min(self._finger_positions())
+        """Open at the gripper's speed (the arm holding still): after a closing that stalled on something, each
+        finger RELEASE_MARGIN_M wider than it stalled, else fully; the caller lets things settle."""
+        now = self._finger_positions()
+        targets = [self.robot.finger_open] * len(now)
+        if self._squeezing and min(now) > 0.001:  # the fingers stopped on something: let go of it
+            targets = [min(self.robot.finger_open, max(now) + RELEASE_MARGIN_M)] * len(now)
+            self._let_go = True
+        travel = max(t - v for t, v in zip(targets, now, strict=True))
         self._squeezing = False
-        self._drive_fingers([self.robot.finger_open] * len(self.robot.fingers))
+        self._drive_fingers(targets)
         self._hold_arm(self.q())
-        self._step(int(math.ceil(travel / FINGER_SPEED / self.time_step)) + 4)
+        self._step(int(math.ceil(max(travel, 0.0) / FINGER_SPEED / self.time_step)) + 4)
         self._finger_values = self._finger_positions()
 
     def _drive_fingers(self, targets: list[float]) -> None:
@@ -77,11 +121,13 @@ class ContactGrip:
 
     def _squeeze(self) -> None:
         """Finger motors closing at the gripper's speed with at most the grip force each: once a finger stalls on
-        something it pushes with exactly that force for as long as the gripper stays closed."""
-        for finger in self.robot.fingers:
+        something it pushes with exactly that force for as long as the gripper stays closed. The fingers are kept
+        together (FINGER_COUPLING): the one ahead closes slower, or backs off, until the other has caught up."""
+        left, right = self._finger_positions()
+        for finger, lead in zip(self.robot.fingers, (right - left, left - right), strict=True):
             self.pb.setJointMotorControl2(self.robot.body, finger, self.pb.VELOCITY_CONTROL,
-                                          targetVelocity=-FINGER_SPEED, force=GRIP_FORCE_N[self.arm],
-                                          physicsClientId=self.client)
+                                          targetVelocity=-FINGER_SPEED + FINGER_COUPLING * lead,
+                                          force=GRIP_FORCE_N[self.arm], physicsClientId=self.client)
 
     def _hold_arm(self, q) -> None:
         """Arm motors holding ``q`` (between motions, while the gripper moves, while things settle)."""
@@ -122,6 +168,18 @@ class ContactGrip:
                                      physicsClientId=self.client)
         self._carry()
         self._step(steps)
+
+    def should_back_out(self) -> bool:
+        """Under ``contact``, before going home: whether the open hand has just let go of something (and not moved
+        since) or a finger is within RELEASE_GAP_M of a loose object."""
+        if self.grasp != "contact" or self._held is not None:
+            return False
+        if self._let_go:
+            return True
+        loose = [m for m in self._models.values() if m.dynamic]
+        return any(self.pb.getClosestPoints(self.robot.body, m.body, RELEASE_GAP_M, linkIndexA=finger,
+                                            physicsClientId=self.client)
+                   for m in loose for finger in self.robot.fingers)
 
     def _finger_positions(self) -> list[float]:
         states = self.pb.getJointStates(self.robot.body, self.robot.fingers, physicsClientId=self.client)

@@ -155,10 +155,10 @@ class RobotEvalParams(Strict):
     """What a motion tool does when the robot cannot plan or execute it (robot/contract/outcomes.py):
     return_false -- the public RoboScript contract: it returns False, the code goes on and the repeat is scored on
     the final state; raise -- it raises RobotError, the repeat ends robot_error and scores 0 (stricter)."""
-    grasp: Literal["rigid", "contact"] = "rigid"
-    """How the sim holds what it grasps (robot/backends/sim.py, docs/robot.md "Grasping with contacts"): rigid --
-    a loose object both fingers touch follows the hand rigidly (Gazebo's grasp plugin; the default); contact --
-    only the fingers' force and friction hold it, so it can slip, turn in the hand or fall."""
+    grasp: Literal["rigid", "contact"] = "contact"
+    """How the sim holds what it grasps (robot/backends/sim.py, docs/robot.md "Grasping with contacts"): contact
+    (the default) -- only the fingers' force and friction hold it, so it can slip, turn in the hand or fall; rigid
+    -- a loose object both fingers touch follows the hand rigidly (Gazebo's grasp plugin; for debugging)."""
     seed: int = 0
     shapes: ShapesParams = ShapesParams()
     ablation: AblationParams = AblationParams()
