@@ -282,7 +282,7 @@ def build_report(tasks: list[BenchmarkTask], codes: dict[str, TaskCode], results
                         "repeat_wall_s": [r.get("wall_s") for r in (result or {}).get("repeats", [])]}
     settings = {"repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                 "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed, "motion_failure": ep.motion_failure,
-                "runners": len(pool_info["runners"])}
+                "grasp": ep.grasp, "runners": len(pool_info["runners"])}
     report = {"model": model, "kind": coder_kind(model), "settings": settings,
               "summary": summary(per_task) | {"ci95": intervals(units), "ci95_tasks": task_intervals(per_task)},
               "tasks": per_task}
@@ -332,7 +332,8 @@ def table2(report: dict, records: list[dict] | None = None, origin: str = OUR_RO
     blocks = []
     for record in records:
         st = record["settings"]
-        source = f"this project: {st['repeats']} repeats, {st['perception']}, {st['arm']} ({st['backend']})"
+        grasp = f", {st['grasp']} grasps" if "grasp" in st else ""
+        source = f"this project: {st['repeats']} repeats, {st['perception']}, {st['arm']} ({st['backend']}{grasp})"
         ci = record.get("summary", {}).get("ci95", {})
         blocks.append(Table2Block(record["model"], record["kind"], source, record["tasks"],
                                   {k: ci[k] for k in INTERVAL_METRICS if ci.get(k)}))
@@ -374,7 +375,8 @@ def mlflow_fields(report: dict, params) -> tuple[dict, dict]:
     run_params = {"model": report["model"], "llm_backend": params.llm.backend, "code": ep.code,
                   "repeats": ep.repeats, "perception": ep.perception, "arm": ep.arm, "backend": ep.backend,
                   "runners": report["settings"]["runners"], "pose_jitter_m": ep.pose_jitter_m, "seed": ep.seed,
-                  "motion_failure": ep.motion_failure, "tasks": ",".join(report["tasks"])}
+                  "motion_failure": ep.motion_failure, "grasp": ep.grasp,
+                  "benchmark_worlds": params.roboscript.worlds.benchmark_worlds, "tasks": ",".join(report["tasks"])}
     return run_params, tags
 
 
