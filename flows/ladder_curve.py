@@ -27,10 +27,9 @@ from tasks.ladder_curve import (
     run_curve,
     table_md,
 )
-from tasks.ladder_muep import DATASET, read_alfworld_games
+from tasks.ladder_muep import log_split_runs, read_alfworld_games
 from tasks.muep import layout
 from tasks.muep.eval.agents import AGENTS
-from tasks.muep.eval.runs import log_run, run_fields, write_results
 from tasks.muep.eval.store import file_digest, fingerprint
 from tasks.params import load_params
 from tasks.progress import StageLog
@@ -76,18 +75,11 @@ def ladder_curve(params_file: str | None = None) -> dict:
         for point, point_row in zip(done.points, done.report["rows"], strict=True):
             info = replace(AGENTS.load(AGENT).describe(point.ev), label=point.label)
             point_fp = fingerprint(code, data, version, point_row, point.ev.model_dump(mode="json"))
-            for split in ladder.muep.splits:
-                mine = [r for r in point.results if r.split == split]
-                path = write_results(TRAJECTORIES / f"n{point.size}" / f"{split}.jsonl", mine)
-                run_params, tags = run_fields(AGENT, info, point.ev, split, len(mine), version, episodes_sha, grammar,
-                                              DATASET, fingerprint(point_fp, split, sorted(r.episode_id for r in mine)))
-                run_params |= {"action_selection": curve.action_selection, "dtype": curve.dtype,
-                               "curve_records": point.size, "train_steps": point_row["steps"],
-                               "train_tokens": point_row["tokens"]}
-                run_id, _, new = log_run(params.tracking, point.label, split, run_params,
-                                         tags | {"ladder": "true", "ladder_stage": STAGE}, mine, path)
-                log.info("[%s] MLflow run %s (%s, %s) %s", STAGE, run_id, point.label, split,
-                         "logged" if new else "already logged, kept")
+            log_split_runs(params.tracking, STAGE, info, point.ev, point.results, ladder.muep.splits,
+                           TRAJECTORIES / f"n{point.size}", version, episodes_sha, grammar, point_fp,
+                           {"action_selection": curve.action_selection, "dtype": curve.dtype,
+                            "curve_records": point.size, "train_steps": point_row["steps"],
+                            "train_tokens": point_row["tokens"]}, log=log.info)
         slog.write(REPORT, done.report)
         slog.write(TABLE, table_md(done.report))
         TIMED_TABLE.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,6 @@ from flows._imports import code_digest
 from flows._runtime import main
 from tasks.ladder import model_label, served_llm, server_log
 from tasks.ladder_muep import (
-    DATASET,
     AGENT,
     CACHE,
     REPORT,
@@ -26,12 +25,12 @@ from tasks.ladder_muep import (
     choose_games,
     eval_params,
     ladder_report,
+    log_split_runs,
     model_report,
     play,
     protocol,
     read_alfworld_games,
     speed,
-    timing_records,
 )
 from tasks.llm import build_client
 from tasks.models import files
@@ -39,7 +38,6 @@ from tasks.models.llama_server import OnDemandBackend
 from tasks.muep import layout
 from tasks.muep.eval.agents import AgentContext, AgentInfo
 from tasks.muep.eval.harness import EvalSettings
-from tasks.muep.eval.runs import log_run, run_fields, write_results
 from tasks.muep.eval.store import file_digest, fingerprint
 from tasks.params import load_params
 from tasks.progress import Progress, StageLog
@@ -96,22 +94,14 @@ def ladder_muep(params_file: str | None = None) -> dict:
             model_fp = fingerprint(code, data, version, rules, spec.sha256, ev.model_dump(mode="json",
                                                                                           exclude={"openai"}),
                                    ev.openai.model_dump(mode="json", exclude={"base_url"}))
-            for split in lm.splits:
-                mine = [r for r in results if r.split == split]
-                path = write_results(TRAJECTORIES / name / f"{split}.jsonl", mine)
-                run_params, tags = run_fields(AGENT, info, ev, split, len(mine), version, episodes_sha, grammar,
-                                              DATASET, fingerprint(model_fp, split, sorted(r.episode_id for r in mine)))
-                run_params |= {"base_url": f"{ladder.serve.host} (llama.cpp server started by {STAGE})",
+            log_split_runs(params.tracking, STAGE, info, ev, results, lm.splits, TRAJECTORIES / name, version,
+                           episodes_sha, grammar, model_fp, {
+                               "base_url": f"{ladder.serve.host} (llama.cpp server started by {STAGE})",
                                "agent_kind": "openai generation agent, zero-shot, through llama.cpp's server",
                                "gguf_sha256": spec.sha256, "packages": " ".join(spec.requirements),
                                "server_threads": ladder.serve.threads, "n_ctx": ladder.serve.n_ctx,
-                               "games_per_split": "all" if lm.games_per_split is None else lm.games_per_split}
-                run_id, _, new = log_run(params.tracking, label, split, run_params,
-                                         tags | {"ladder": "true", "ladder_stage": STAGE}, mine, path,
-                                         timing_records([t for t in timings if t.episode_id in
-                                                         {r.episode_id for r in mine}]))
-                log.info("[%s] MLflow run %s (%s, %s) %s", STAGE, run_id, label, split,
-                         "logged" if new else "already logged, kept")
+                               "games_per_split": "all" if lm.games_per_split is None else lm.games_per_split},
+                           timings, log.info)
             reports[name] = model_report(name, results, files.provenance(spec))
         slog.write(REPORT, ladder_report(reports, ladder, games, specs, version))
         slog.run_facts(models=facts, note="seconds measured in this run (cached answers take no model time)")

@@ -25,7 +25,7 @@ import pandas as pd
 
 from core.errors import ConfigError, DataError
 from tasks import paths
-from tasks.ladder_muep import choose_games, stratified_subset
+from tasks.ladder_muep import BATCH_SIZE, choose_games, stratified_subset
 from tasks.muep.eval import metrics
 from tasks.muep.eval.agents import AGENTS, AgentContext
 from tasks.muep.eval.episodes import make_batches
@@ -44,8 +44,6 @@ TRAJECTORIES = paths.DATA / "muep" / "ladder-curve"
 """``n<size>/<split>.jsonl``: every game each point played, step by step (also each MLflow run's artifact)."""
 
 AGENT = "hf"
-BATCH_SIZE = 4
-"""Games announced to the game engine at a time, as ladder-muep."""
 SUBSET_SALT = "ladder-curve"
 SUBSET_RULE = (
     "The SFT export's training records (data/muep/sft/train.jsonl) in order of sha256('ladder-curve:<seed>:' + "
@@ -96,7 +94,7 @@ def nested_subsets(ids: Sequence[str], sizes: Sequence[int], seed: int, source: 
     if too_big:
         raise ConfigError(f"ladder.curve.sizes asks for {too_big[0]} training records but {source} has "
                           f"{len(order)}.", hint="Use smaller sizes, or more demonstrations (muep.demos.episodes; "
-                          "the ladder profile plays 144 episodes).")
+                          "the ladder profile plays 96 episodes).")
     return {n: order[:n] for n in sizes}
 
 

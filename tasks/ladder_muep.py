@@ -33,8 +33,8 @@ from tasks.muep.eval.episodes import make_batches, select
 from tasks.muep.eval.harness import EpisodeTiming, EvalBatch, EvalSettings, run_episode
 from tasks.muep.eval.prompts import PROMPTS_FILE, templates
 from tasks.muep.eval.records import EpisodeResult, EpisodeSpec
-from tasks.muep.eval.runs import stop_rules
-from tasks.params import EvalParams, LadderParams, OpenAIAgentParams
+from tasks.muep.eval.runs import log_run, run_fields, stop_rules, write_results
+from tasks.params import EvalParams, LadderParams, OpenAIAgentParams, TrackingParams
 
 CACHE = paths.DATA / "cache" / "llm-ladder-muep"
 """The answers of every model, ``<model>/<2 hex>/<key>.json`` (a DVC ``persist`` output)."""
@@ -299,3 +299,26 @@ def ladder_report(reports: dict[str, dict], ladder: LadderParams, games: dict[st
 def timing_records(timings: Sequence[EpisodeTiming]) -> list[dict]:
     """The timings as ``tasks.muep.eval.runs.log_run`` takes them (``time/<part>_s`` metrics of the runs)."""
     return [asdict(t) for t in timings]
+
+
+def log_split_runs(tracking: TrackingParams, stage: str, info, ev: EvalParams, results: Sequence[EpisodeResult],
+                   splits: Sequence[str], folder: Path, version: str, episodes_sha: str, grammar: str,
+                   base_fingerprint: str, extra_params: dict[str, Any],
+                   timings: Sequence[EpisodeTiming] | None = None, log: Callable[..., None] | None = None) -> None:
+    """Per split, the games ``info`` (an agent's label and model) played: written to ``<folder>/<split>.jsonl`` and
+    logged as one MLflow run in the muep-eval experiment (tags ``ladder`` and ``ladder_stage``), unless a run with
+    the same fingerprint exists. ``timings``: also logged, each run with its split's games."""
+    from tasks.muep.eval.store import fingerprint
+
+    for split in splits:
+        mine = [r for r in results if r.split == split]
+        path = write_results(folder / f"{split}.jsonl", mine)
+        run_params, tags = run_fields(info.name, info, ev, split, len(mine), version, episodes_sha, grammar, DATASET,
+                                      fingerprint(base_fingerprint, split, sorted(r.episode_id for r in mine)))
+        ids = {r.episode_id for r in mine}
+        run_id, _, new = log_run(tracking, info.label, split, run_params | extra_params,
+                                 tags | {"ladder": "true", "ladder_stage": stage}, mine, path,
+                                 timing_records([t for t in timings or () if t.episode_id in ids]))
+        if log is not None:
+            log("[%s] MLflow run %s (%s, %s) %s", stage, run_id, info.label, split,
+                "logged" if new else "already logged, kept")
