@@ -648,10 +648,6 @@ def robot_primitives(sf: StageFloor, pairs: list[tuple[object, dict]], ep, repea
 # A kept run
 
 
-MOTION_TOOLS = ("grasp", "move_to_pose", "move_in_direction", "reset_to_default_pose", "follow_path",
-                "generate_arc_path_around_joint")
-
-
 def run_stage(run: Path, stage: str, params, sf: StageFloor) -> dict | None:
     """The run's cost per unit of ``stage``: units, workers, work seconds, the parts its facts time per unit, and the
     counts per unit the run itself tells; None when the run did not run the stage."""
