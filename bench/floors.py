@@ -13,13 +13,16 @@ stages' own code (tasks/, robot/), no Prefect, no ROS; nothing is read from or w
 
 1. **Sample units.** A few real units of each stage, run as its workers run them: MuEP episodes of
    ``--scene-instances`` scene instances (all of their selected episodes, so work shared per scene instance is shared
-   as in the stage; ``tasks.muep.demos.run_batch``'s steps, then ``tasks.muep.eval.harness.run_batch`` with the
-   stage's scripted agents on the test instances' episodes), and for the robot stages the first ``--objects``
-   objects of each study (every ablation setting but ``detector_model``, whose tiny OWL-ViT needs torch) for
-   ``--robot-repeats`` repeats on an in-process :class:`~robot.episode.EpisodeRunner` (sim, the params' grasp mode).
-   The sample's measured parts per unit (the stages' own timers, and for the robot a meter on the sim's physics steps
-   and motion calls) and its **counts per unit** of each primitive come from these runs. Inputs: ``--from-run``'s
-   data/muep (stages 1-3 of that run) or stages 1-3 computed here in memory (offline LLM) under the params.
+   as in the stage: ``expect_games`` per batch, then ``run_episode``, as ``tasks.muep.demos.run_batch`` does but for
+   the shard writes), then ``tasks.muep.eval.harness.run_batch`` with the stage's scripted agents on the test
+   instances' episodes; for the robot stages ``--objects`` objects of each study, evenly spread over its list (every
+   ablation setting but ``detector_model``, whose tiny OWL-ViT needs torch), for ``--robot-repeats`` repeats on an
+   in-process :class:`~robot.episode.EpisodeRunner` (sim, the params' grasp mode). One unit of another scene
+   instance (MuEP) or the first goal (robot) runs first, uncounted: a worker's one-off costs. The sample's measured
+   parts per unit (the stages' own timers; for the robot a meter on the sim's physics steps, motion calls, IK solves
+   outside motions and world loads, and every tool's own seconds) and its **counts per unit** of each primitive come
+   from these runs. Inputs: ``--from-run``'s data/muep (stages 1-3 of that run) or stages 1-3 computed here in
+   memory (offline LLM) under the params.
 2. **Primitives**, each alone, warm (one untimed call first), ``--repeat`` times on each of ``--ops`` operations of
    the sample (its own problems, games, actions, states, worlds): ``min s`` and ``median s`` are the means over the
    operations of each one's minimum and median. MuEP: the FF plan (the stage's planner process), Fast Downward's
@@ -28,7 +31,8 @@ stages' own code (tasks/, robot/), no Prefect, no ROS; nothing is read from or w
    episode's start (``EvalEnv.start``), the admissible commands, a step with goal counting, a viewer image. Robot:
    the world's load on a fresh physics client (``restart`` + ``load_world``), a repeat's reset, the sandbox's run of
    ``x = 1`` and one tool call's round trip (bench/robot_runs.py's stand-in tools), one motion plan (the sim
-   planner's IK with collision checks, joint path and its check, to a pose above the object; not executed), one
+   planner's IK with collision checks, joint path and its check, to a pose above the object; not executed), one IK
+   solve of that pose (what each of the tools' IK solves outside motions costs at least), one
    second of simulated time of the arm driven along a plan under the params' grasp mode, and one detection:
    capturing the k camera views, their TSDF fusion, and the rest of the pipeline (grounding, matching,
    segmentation, planning scene; the stage timings ``Pipeline.run`` records).
@@ -37,7 +41,7 @@ stages' own code (tasks/, robot/), no Prefect, no ROS; nothing is read from or w
 4. **Against a run** (``--from-run DIR``, a folder kept by ``bench/pipeline.py --keep DIR``): cost per unit = the
    stage's work seconds (``reports/timings/<stage>.json``'s ``wall_s``) x its workers / its units (episodes in
    the facts' batches; agent-episodes; repeats in the stage's kept goal results). The counts per unit then come from
-   the run where it has them (plan lengths, steps, scene instances per episode, detections and motion calls per
+   the run where it has them (plan lengths, steps, scene instances per episode, detections and tool calls per
    repeat). Per named part (the stages' own timers: the run's, else the sample's), gap = part cost - its floor;
    ``outside`` = cost - the parts (orchestration, pool, transfer, idle workers); the largest is named.
 """
@@ -53,6 +57,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -253,13 +258,16 @@ def demos_floor(params, data: Path, selected, picked: list[str], test_picked: li
             games.expect([problem_of(warm)])
             warm_record = run_episode(warm, settings, planner, renderer, "warm-up", games)[0]
         for batch in make_batches(sample, demos.batch_size):
+            clock = time.perf_counter()
             expect_games(games, batch, settings.metadata_dir)
+            sf.cost_s += time.perf_counter() - clock
             for task in batch.tasks:
+                clock = time.perf_counter()
                 record, _, timer = run_episode(task, settings, planner, renderer, batch.batch_id, games)
+                sf.cost_s += time.perf_counter() - clock
                 records.append((task, record))
                 costs.append(timer.t)
         sf.units = len(records)
-        sf.cost_s = sum(sum(t.values()) for t in costs)
         for part in ("plan", "load", "steps", "render"):
             sf.parts[part] = sum(t[part] for t in costs) / sf.units
         ok = [(t, r) for t, r in records if r.status == "ok"]
@@ -271,7 +279,8 @@ def demos_floor(params, data: Path, selected, picked: list[str], test_picked: li
                      "render": sum(r.plan_length + 1 for _, r in ok) / sf.units}
         sf.part_prims = {"plan": ["FF plan"], "load": ["translation (scene instance)", "game load (translated)"],
                          "steps": ["TextWorld step"], "render": ["render"]}
-        sf.notes.append(f"sample: {sf.units} episodes ({len(ok)} ok) of {n_scenes} scene instances")
+        sf.notes.append(f"sample: {sf.units} episodes ({len(ok)} ok) of {n_scenes} scene instances; its cost: "
+                        "whole episodes and the batches' goal announcements, without the shard writes")
 
         timed_scenes: set[str] = set()
         for task, record in ok[:ops]:
@@ -410,14 +419,15 @@ def eval_floor(params, data: Path, records: list, test_picked: list[str], repeat
 
 class SimMeter:
     """Counts and times on an in-process runner's sim: physics steps (all go through ``SimBackend._step``), the
-    planner's motion calls (outermost only: a motion that detours calls others), the physics inside them, and the
-    goal's world load (``EpisodeRunner._load``: a fresh physics client and the world)."""
+    planner's motion calls (outermost only: a motion that detours calls others), the physics inside them, its IK
+    solves outside motions (the tools' reachability checks), and the goal's world load (``EpisodeRunner._load``: a
+    fresh physics client and the world)."""
 
     MOTIONS = ("move_to", "approach", "cartesian", "move_joints")
 
     def __init__(self, runner) -> None:
-        self.steps = self.motions = 0
-        self.physics_s = self.motion_s = self.physics_in_motion_s = self.load_s = 0.0
+        self.steps = self.motions = self.iks = 0
+        self.physics_s = self.motion_s = self.physics_in_motion_s = self.load_s = self.ik_s = 0.0
         self._depth, self._loading = 0, False
         sim = runner.backend
         step = sim._step
@@ -463,9 +473,22 @@ class SimMeter:
                         self.motion_s += time.perf_counter() - clock
 
             setattr(planner, name, counted)
+        ik = planner.ik
+
+        def counted_ik(*args, **kwargs):   # outside motions: the tools' reachability checks and grasp poses
+            if self._depth:
+                return ik(*args, **kwargs)
+            clock = time.perf_counter()
+            try:
+                return ik(*args, **kwargs)
+            finally:
+                self.iks += 1
+                self.ik_s += time.perf_counter() - clock
+
+        planner.ik = counted_ik
 
 
-ROBOT_PRIMS = ("world load", "reset", "sandbox repeat", "tool call", "motion plan", "physics (sim s)",
+ROBOT_PRIMS = ("world load", "reset", "sandbox repeat", "tool call", "motion plan", "IK solve", "physics (sim s)",
                "capture k views", "TSDF fusion of k views", "rest of the pipeline")
 
 
@@ -476,11 +499,16 @@ def robot_goals(stage: str, params, objects: int, repeats: int) -> tuple[list[tu
 
     ep, worlds, catalog = params.roboscript.eval, params.roboscript.worlds, load_catalog()
     notes = []
+    def spread_names(names: list[str]) -> list[str]:   # centred, evenly spaced over the study's objects
+        picked = [names[(2 * i + 1) * len(names) // (2 * objects)] for i in range(min(objects, len(names)))]
+        notes.append(f"objects: {', '.join(picked)} of {len(names)}")
+        return picked
+
     if stage == "roboscript-shapes":
-        names = [a.name for a in shapes.study_assets(catalog, ep.shapes.objects)][:objects]
+        names = spread_names([a.name for a in shapes.study_assets(catalog, ep.shapes.objects)])
         trials, _ = shapes.study_trials(catalog, worlds, names, ep.shapes.studies)
         return [(t, shapes.goal(t, ep) | {"repeats": repeats}) for t in trials], ep.shapes.repeats, notes
-    names = ep.ablation.objects[:objects]
+    names = spread_names(list(ep.ablation.objects))
     base, _ = shapes.study_trials(catalog, worlds, names, ep.ablation.studies)
     settings = [s for s in ep.ablation.settings if s != "detector_model"]
     if len(settings) < len(ep.ablation.settings):
@@ -508,8 +536,13 @@ def robot_floor(stage: str, params, objects: int, sample_repeats: int, repeat: i
     meter = SimMeter(runner)
     wall = detections = calls = perception_s = 0.0
     by_tool: dict[str, float] = {}
-    for _, goal in pairs:
-        result = runner.run(parse_goal(json.dumps(goal)))
+    initial: set[tuple[str, int]] = set()   # (trial, repeat) whose initial scene some setting detected
+    perceiving = 0
+    results = []
+    with tool_clock(by_tool):
+        for _, goal in pairs:
+            results.append((goal, runner.run(parse_goal(json.dumps(goal)))))
+    for goal, result in results:
         if not result["ok"]:
             sys.exit(f"{stage}: goal {goal['episode_id']} could not run: {result['error']}")
         wall += result["wall_s"]
@@ -517,12 +550,11 @@ def robot_floor(stage: str, params, objects: int, sample_repeats: int, repeat: i
             sf.units += 1
             report = r.get("perception") or {}
             detections += report.get("calls", 0)
+            if report.get("calls"):   # the same world, seed and jitter in every setting: the same initial scene
+                perceiving += 1
+                initial.add((goal["episode_id"].split("/", 1)[-1], r["repeat"]))
             perception_s += report.get("wall_s", 0.0)
             calls += len(r.get("calls") or [])
-            last = 0.0
-            for call in r.get("calls") or []:   # ``t``: seconds since the repeat's code started, at the call's end
-                by_tool[call["tool"]] = by_tool.get(call["tool"], 0.0) + call.get("t", last) - last
-                last = call.get("t", last)
     runner.backend.close()
     n = sf.units
     time_step = runner.backend.time_step
@@ -531,21 +563,31 @@ def robot_floor(stage: str, params, objects: int, sample_repeats: int, repeat: i
                  "capture k views": detections / n, "TSDF fusion of k views": detections / n,
                  "rest of the pipeline": detections / n}
     # per unit as the stage amortises a world load: over its own repeats per trial, not the sample's
+    sf.counts["IK solve"] = meter.iks / n
     sf.parts = {"world load": meter.load_s / len(pairs) / stage_repeats, "perception": perception_s / n,
-                "motion planning": (meter.motion_s - meter.physics_in_motion_s) / n, "physics": meter.physics_s / n}
+                "motion planning": (meter.motion_s - meter.physics_in_motion_s) / n, "physics": meter.physics_s / n,
+                "IK outside motions": meter.ik_s / n}
     rest = wall / n - meter.load_s / n - sum(v for k, v in sf.parts.items() if k != "world load")
     sf.parts["sandbox, tools, rest"] = rest
     sf.cost_s = sum(sf.parts.values()) * n
     sf.part_prims = {"world load": ["world load"], "physics": ["physics (sim s)"], "motion planning": ["motion plan"],
+                     "IK outside motions": ["IK solve"],
                      "perception": ["capture k views", "TSDF fusion of k views", "rest of the pipeline"],
                      "sandbox, tools, rest": ["reset", "sandbox repeat", "tool call"]}
     sf.notes.append(f"sample: {len(pairs)} goals x {sample_repeats} repeat(s); per repeat {meter.motions / n:.1f} "
                     f"motions, {meter.steps * time_step / n:.1f} sim s, {detections / n:.1f} detections, "
                     f"{calls / n:.1f} tool calls")
     top = sorted(by_tool.items(), key=lambda kv: -kv[1])[:4]
-    sf.notes.append("per repeat by tool (s from the previous call's end to its end: the tool's planning, physics "
-                    "and perception, and the code between): " + ", ".join(f"{k} {v / n:.3f}" for k, v in top))
+    sf.notes.append(f"per repeat by tool (s, a tool's own time and the tools it calls; {meter.iks / n:.1f} IK "
+                    f"solves outside motions, {meter.ik_s / n:.3f} s): "
+                    + ", ".join(f"{k} {v / n:.3f}" for k, v in top))
     robot_primitives(sf, pairs, ep, repeat, ops)
+    if perceiving > len(initial) and {"capture k views", "TSDF fusion of k views"} <= set(sf.prims):
+        shared = (perceiving - len(initial)) / n
+        each = sf.prims["capture k views"].min_s + sf.prims["TSDF fusion of k views"].min_s
+        sf.notes.append(f"{perceiving} repeats perceive {len(initial)} distinct initial scenes (settings share "
+                        f"them): {shared:.2f} first captures + fusions per repeat repeat another setting's, "
+                        f"{shared * each:.3f} s of the floor per repeat")
     return sf
 
 
@@ -568,6 +610,33 @@ def sandbox_primitives(sf: StageFloor, repeat: int) -> None:
     many = sorted(timed(lambda: run(robot_runs.CALLS), repeat))
     sf.prim("sandbox repeat").add(trivial)
     sf.prim("tool call").add([max(0.0, (m - t) / calls) for m, t in zip(many, trivial, strict=True)])
+
+
+@contextmanager
+def tool_clock(seconds: dict[str, float]):
+    """Inside, every robot tool's calls (``RobotTools``' methods the tool API names) add their seconds to
+    ``seconds[tool]``."""
+    from robot.contract.tool_api import TOOL_SPECS
+    from robot.tools_impl import RobotTools
+
+    originals = {name: RobotTools.__dict__[name] for name in TOOL_SPECS if name in RobotTools.__dict__}
+
+    def clocked(name: str, method):
+        def tool(self, *args, **kwargs):
+            clock = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - clock
+        return tool
+
+    for name, method in originals.items():
+        setattr(RobotTools, name, clocked(name, method))
+    try:
+        yield
+    finally:
+        for name, method in originals.items():
+            setattr(RobotTools, name, method)
 
 
 def _pose_above(sim, name: str):
@@ -615,6 +684,7 @@ def robot_primitives(sf: StageFloor, pairs: list[tuple[object, dict]], ep, repea
             pose = _pose_above(sim, trial.asset)
             if plan_motion(sim, pose) is not None:
                 sf.prim("motion plan").add(timed(lambda: plan_motion(sim, pose), repeat))
+                sf.prim("IK solve").add(timed(lambda: sim.planner.ik(pose, sim.q(), ignore=frozenset()), repeat))
                 sim.reset(0, ep.pose_jitter_m)
                 path = plan_motion(sim, pose)
                 sim_s = len(path) * sim.substeps * sim.time_step   # nothing held: ``substeps`` steps a tick
@@ -783,7 +853,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="muep,robot", help="muep, robot or both (comma-separated)")
     parser.add_argument("--scene-instances", type=int, default=1, help="MuEP scene instances of the sample, of all "
                         "splits and again of the test splits (all their episodes)")
-    parser.add_argument("--objects", type=int, default=1, help="objects per robot study in the sample")
+    parser.add_argument("--objects", type=int, default=2, help="objects per robot study in the sample (evenly "
+                        "spread over the study's objects)")
     parser.add_argument("--robot-repeats", type=int, default=1, help="repeats per robot trial in the sample")
     parser.add_argument("--repeat", type=int, default=5, help="timed calls of each primitive (after a warm-up)")
     parser.add_argument("--ops", type=int, default=6, help="operations of the sample each primitive is timed on "
