@@ -577,6 +577,10 @@ def robot_floor(stage: str, params, objects: int, sample_repeats: int, repeat: i
     sf.notes.append(f"sample: {len(pairs)} goals x {sample_repeats} repeat(s); per repeat {meter.motions / n:.1f} "
                     f"motions, {meter.steps * time_step / n:.1f} sim s, {detections / n:.1f} detections, "
                     f"{calls / n:.1f} tool calls")
+    slowest = sorted(((result["wall_s"] / max(1, len(result["repeats"])), goal["episode_id"])
+                      for goal, result in results), reverse=True)[:3]
+    sf.notes.append("slowest goals (s per repeat, world load included): "
+                    + ", ".join(f"{key} {seconds:.2f}" for seconds, key in slowest))
     top = sorted(by_tool.items(), key=lambda kv: -kv[1])[:4]
     sf.notes.append(f"per repeat by tool (s, a tool's own time and the tools it calls; {meter.iks / n:.1f} IK "
                     f"solves outside motions, {meter.ik_s / n:.3f} s): "
@@ -850,7 +854,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default=None, help="a profile (profiles/<name>.yaml) for the params")
     parser.add_argument("--from-run", type=Path, default=None, help="a kept run (bench/pipeline.py --keep DIR): its "
                         "params, its stage 1-3 data, and its cost per unit against the floors")
-    parser.add_argument("--only", default="muep,robot", help="muep, robot or both (comma-separated)")
+    parser.add_argument("--only", default="muep,robot", help="comma-separated: muep (demos and eval), robot (both "
+                        "robot stages), roboscript-perception, roboscript-shapes")
     parser.add_argument("--scene-instances", type=int, default=1, help="MuEP scene instances of the sample, of all "
                         "splits and again of the test splits (all their episodes)")
     parser.add_argument("--objects", type=int, default=2, help="objects per robot study in the sample (evenly "
@@ -877,8 +882,8 @@ def main(argv: list[str] | None = None) -> int:
             demos, records, warm = demos_floor(params, data, selected, picked, test_picked, args.repeat, args.ops,
                                                tmp)
             floors += [demos, eval_floor(params, data, records, test_picked, args.repeat, args.ops, tmp, warm)]
-        if "robot" in parts:
-            for stage in ("roboscript-perception", "roboscript-shapes"):
+        for stage in ("roboscript-perception", "roboscript-shapes"):
+            if "robot" in parts or stage in parts:
                 print(f"{stage} sample ...", file=sys.stderr)
                 floors.append(robot_floor(stage, params, args.objects, args.robot_repeats, args.repeat, args.ops))
     runs = {sf.stage: run_stage(run, sf.stage, params, sf) if run else None for sf in floors}
