@@ -195,13 +195,38 @@ class ArtifactView:
         return self.js("document.getElementById('step-image').naturalWidth")
 
     def click(self, selector: str) -> None:
-        """A real mouse click (it also gives the iframe the keyboard's focus) on ``selector`` inside the iframe."""
-        frame = self.browser.js("(() => { const r = document.querySelector('iframe.mlflow-html-iframe')"
-                                ".getBoundingClientRect(); return [r.x, r.y]; })()")
-        self.js(f"document.querySelector({json.dumps(selector)}).scrollIntoView({{block: 'center'}})")
-        box = self.js(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-                      " return [r.x, r.y, r.width, r.height]; })()")
-        x, y = frame[0] + box[0] + min(box[2] / 2, 20), frame[1] + box[1] + box[3] / 2
+        """A real mouse click (it also gives the iframe the keyboard's focus) on ``selector`` inside the iframe.
+
+        MLflow's page may still be laying itself out (its side panels load after the preview), which moves the
+        iframe: the click waits until two readings of where the target is agree and both documents' hit tests at
+        that point find the iframe and the target, so that it lands where a reader's would."""
+        sel = json.dumps(selector)
+        self.js(f"document.querySelector({sel}).scrollIntoView({{block: 'center'}})")
+
+        def where() -> list[float]:
+            frame = self.browser.js("(() => { const r = document.querySelector('iframe.mlflow-html-iframe')"
+                                    ".getBoundingClientRect(); return [r.x, r.y]; })()")
+            box = self.js(f"(() => {{ const r = document.querySelector({sel}).getBoundingClientRect();"
+                          " return [r.x, r.y, r.width, r.height]; })()")
+            return frame + box
+
+        last: list[float] = []
+
+        def settled():
+            nonlocal last
+            now, before = where(), last
+            last = now
+            if now != before:
+                return None
+            fx, fy, bx, by, bw, bh = now
+            ix, iy = bx + min(bw / 2, 20), by + bh / 2
+            inner = self.js(f"(() => {{ const t = document.querySelector({sel}), "
+                            f"e = document.elementFromPoint({ix}, {iy}); return !!e && (e === t || t.contains(e)); }})()")
+            outer = self.browser.js(f"(() => {{ const e = document.elementFromPoint({fx + ix}, {fy + iy}); "
+                                    "return !!e && e.matches('iframe.mlflow-html-iframe'); })()")
+            return (fx + ix, fy + iy) if inner and outer else None
+
+        x, y = self._wait(settled, f"a settled place to click {selector}", 30)
         for kind in ("mousePressed", "mouseReleased"):
             self.browser.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
@@ -261,7 +286,7 @@ def test_mlflows_artifact_view_shows_the_episodes_images_and_steps(logged_run, t
         failures = sum(not r.success for r in results)
         assert view.js("document.getElementById('shown').textContent") == f"{failures} of {len(results)} shown"
         view.click("#book-index tr[data-outcome]:not([style*='none']) a")
-        view._wait(lambda: view.js("!document.getElementById('book-episode').hidden"), "an episode in place", 10)
+        view._wait(lambda: view.js("!document.getElementById('book-episode').hidden"), "an episode in place", 30)
         first = view.js("document.getElementById('book-title').textContent")
         assert view.js("document.getElementById('outcome').textContent").startswith("failure")
         assert view.js("document.getElementById('step-no').textContent").startswith("start (0 of ")
