@@ -14,7 +14,7 @@ from prefect import flow
 
 from flows._imports import code_digest
 from flows._runtime import main
-from tasks.ladder import model_label, served_llm, server_log
+from tasks.ladder import answer_cache, model_label, served_llm, server_log
 from tasks.ladder_muep import (
     AGENT,
     CACHE,
@@ -76,7 +76,7 @@ def ladder_muep(params_file: str | None = None) -> dict:
             ev = eval_params(ladder, name, server.base_url)
             settings = EvalSettings(metadata_dir=str(layout.METADATA), params=ev, context=context,
                                     alfworld_metadata_dir=str(layout.ALFWORLD_METADATA))
-            client = build_client(served_llm(ladder, name, server.base_url), CACHE / name)
+            client = build_client(served_llm(ladder, name, server.base_url), answer_cache(CACHE, name, ladder.serve))
             client.backend = OnDemandBackend(client.backend, server)
             agent = ServedAgent(ev, context, client)
             try:
@@ -100,6 +100,7 @@ def ladder_muep(params_file: str | None = None) -> dict:
                                "agent_kind": "openai generation agent, zero-shot, through llama.cpp's server",
                                "gguf_sha256": spec.sha256, "packages": " ".join(spec.requirements),
                                "server_threads": ladder.serve.threads, "n_ctx": ladder.serve.n_ctx,
+                               "server_n_batch": ladder.serve.n_batch,
                                "games_per_split": "all" if lm.games_per_split is None else lm.games_per_split},
                            timings, log.info)
             reports[name] = model_report(name, results, files.provenance(spec))

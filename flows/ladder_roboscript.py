@@ -15,7 +15,8 @@ from flows._robot_pool import GOAL_THREADS, run_goals
 from flows._runtime import main
 from robot.contract.catalog import load_catalog
 from tasks import tracking
-from tasks.ladder import code_checks, ladder_eval_params, ladder_report, model_label, served_llm, server_log
+from tasks.ladder import (answer_cache, code_checks, ladder_eval_params, ladder_report, model_label, served_llm,
+                          server_log)
 from tasks.llm import build_client
 from tasks.models import files
 from tasks.models.llama_server import LlamaServer, OnDemandBackend
@@ -49,7 +50,7 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
         for name in ladder.models:
             server = LlamaServer(name, ladder.serve, server_log(STAGE, name))
             llm = served_llm(ladder, name, server.base_url)
-            client = build_client(llm, layout.LADDER_CACHE / name)
+            client = build_client(llm, answer_cache(layout.LADDER_CACHE, name, ladder.serve))
             client.backend = OnDemandBackend(client.backend, server)
             started = time.perf_counter()
             try:
@@ -77,6 +78,7 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
                 "roboscript": params.roboscript.model_copy(update={"eval": ep})}))
             run_params |= {"tasks_of_benchmark": report["tasks_of_benchmark"], "gguf_sha256": files.get(name).sha256,
                            "packages": " ".join(files.get(name).requirements), "server_threads": ladder.serve.threads,
+                           "server_n_batch": ladder.serve.n_batch,
                            "max_tokens": ladder.max_tokens}
             tracking.log_run(params.tracking, EVAL_EXPERIMENT, report["model"], run_params=run_params,
                              tags=tags | {"stage": STAGE, "ladder": "true"},

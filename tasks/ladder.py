@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks import paths
-from tasks.params import LadderParams, LLMParams, Params
+from tasks.params import LadderParams, LLMParams, Params, ServeParams
 
 SERVER = "llama.cpp"
 
@@ -20,6 +20,14 @@ def model_label(name: str) -> str:
 def server_log(stage: str, name: str) -> Path:
     """A model's server log for ``stage``: beside the stage's run facts, kept after the run (never a DVC output)."""
     return paths.REPORTS / "timings" / f"{stage}.{name}.server.log"
+
+
+def answer_cache(root: Path, name: str, serve: ServeParams) -> Path:
+    """Model ``name``'s answer cache under ``root``, one folder per serving setting that can change the numbers the
+    server computes (``b<n_batch>-t<threads>``): the kernels' batch shapes move log-probabilities, so an answer cached
+    under one batch size is never served as another's -- a warm rerun gives the bytes a cold one would. The model's
+    file is pinned by its catalogue entry's sha256, so its name stands for it."""
+    return root / name / f"b{serve.n_batch}-t{serve.threads}"
 
 
 def served_llm(ladder: LadderParams, name: str, base_url: str) -> LLMParams:

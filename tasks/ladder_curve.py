@@ -323,7 +323,7 @@ def table_md(report: dict[str, Any], facts: dict[str, Any] | None = None) -> str
     design, games = report["design"], report["games"]
     counts = ", ".join(f"{s}: {c['chosen']} of ladder-muep's {c['ladder_muep']}" for s, c in games["splits"].items())
     head = ["records", "train steps", "tokens", "loss first -> last", "episodes", "SR %", "SR 95% CI", "GCS %",
-            "GCS 95% CI", "PR %"]
+            "GCS 95% CI", "PR %", "PR 95% CI"]
     if facts is not None:
         head += ["training s (CPU s)", "tokens/s", "playing s (CPU s)", "agent s/step"]
     lines = [f"# Learning curve: {design['baseline']} (Q-LoRA) on MuEP's ALFWorld games", "",
@@ -335,7 +335,8 @@ def table_md(report: dict[str, Any], facts: dict[str, Any] | None = None) -> str
         star = " *" if r["ci95"].get("indicative") else ""
         loss = "-" if r["first_loss"] is None else f"{r['first_loss']:.3f} -> {r['final_loss']:.3f}"
         cells = [str(r["records"]), str(r["steps"]), str(r["tokens"]), loss, f"{r['episodes']}{star}", _pct(r["sr"]),
-                 _ci(r["ci95"].get("sr")), _pct(r["gcs"]), _ci(r["ci95"].get("gcs")), _pct(r["pr"])]
+                 _ci(r["ci95"].get("sr")), _pct(r["gcs"]), _ci(r["ci95"].get("gcs")), _pct(r["pr"]),
+                 _ci(r["ci95"].get("pr"))]
         if facts is not None:
             f = facts.get(f"n{r['records']}", {})
             cells += [f"{f.get('train_s', '-')} ({f.get('train_cpu_s', '-')})", str(f.get("tokens_per_s", "-")),

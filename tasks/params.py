@@ -139,7 +139,10 @@ class ServeParams(Strict):
     """0 = a free port chosen at start."""
     n_ctx: Annotated[int, Field(ge=256, le=131072)] = 4096
     threads: Annotated[int, Field(ge=1, le=256)] = 2
-    n_batch: Annotated[int, Field(ge=8, le=8192)] = 512
+    n_batch: Annotated[int, Field(ge=8, le=8192)] = 128
+    """Prompt tokens decoded per batch; a request reuses whole batches of the previous prompt's common prefix
+    (:mod:`tasks.models.llama_serve`), so smaller batches reuse more of a shared system prompt. Part of an answer's
+    cache folder (:func:`tasks.ladder.answer_cache`): the batch shape moves the floats."""
     seed: int = 0
     startup_timeout_s: Annotated[float, Field(gt=0.0)] = 180.0
 

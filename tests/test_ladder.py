@@ -66,3 +66,14 @@ def test_the_ladder_profile_asks_for_all_four_models_every_task_and_ten_repeats(
     overrides = profile_overrides("ladder")
     assert overrides["ladder.roboscript.repeats"] == 10 and overrides["ladder.roboscript.tasks"] == "all"
     assert set(overrides["ladder.models"]) == set(LOCAL_MODELS.names())        # every catalogued model
+
+
+def test_an_answer_cached_under_one_batch_size_is_never_served_under_another(tmp_path):
+    from tasks.ladder import answer_cache
+    from tasks.params import ServeParams
+
+    base = ServeParams()
+    folders = {answer_cache(tmp_path, "m", base.model_copy(update=u))
+               for u in ({}, {"n_batch": 512}, {"threads": 1}, {"port": 8080}, {"n_ctx": 2048})}
+    assert len(folders) == 3                      # the port and the context size move no float
+    assert all(f.parent == tmp_path / "m" for f in folders)

@@ -112,6 +112,13 @@ def test_the_curve_trains_nested_subsets_plays_the_same_games_and_reruns_to_the_
     table = table_md(report)
     assert [line.split(" | ")[0] for line in table.splitlines() if line.startswith("| ") and line[2].isdigit()] == \
         ["| 0", "| 2", "| 5"]
+    header = next(line for line in table.splitlines() if line.startswith("| records"))
+    assert header.endswith("| PR %  | PR 95% CI |".replace("  ", " "))   # every rate with its interval, PR's too
+    for r, line in zip(rows, [line for line in table.splitlines() if line.startswith("| ") and line[2].isdigit()]):
+        cells = line.strip("| ").split(" | ")
+        assert len(cells) == header.count("|") - 1
+        lo, hi = r["ci95"]["pr"]
+        assert cells[-1] == f"[{100 * lo:.1f}, {100 * hi:.1f}]"
 
     subsets = report["training_records"]["subsets"]               # nested: every subset holds every smaller one
     assert [len(subsets[k]) for k in ("0", "2", "5")] == [0, 2, 5] and subsets["5"][:2] == subsets["2"]

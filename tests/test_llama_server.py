@@ -52,6 +52,24 @@ def test_the_openai_backend_gets_the_same_answer_whatever_came_before_and_after_
     assert "uvicorn" in (tmp_path / "b.log").read_text().lower() or (tmp_path / "b.log").stat().st_size > 0
 
 
+def test_small_batches_reuse_a_long_shared_prefix_and_answer_as_cold_requests(tmp_path):
+    """The ladder serves with small batches (serve.n_batch) so that an agent's next prompt reuses whole batches of its
+    system prompt: here a prefix of several 32-token batches is shared, and every answer is the one a fresh server
+    gives."""
+    rules = " ".join(f"Rule {i}: move slowly and check the gripper before each grasp." for i in range(12))
+    first = [{"role": "system", "content": f"You are a robot that writes Python code. {rules}"},
+             {"role": "user", "content": "Pick up the apple and put it in the bowl."}]
+    second = [first[0], {"role": "user", "content": "Open the top drawer of the cabinet."}]
+    small = SETTINGS.model_copy(update={"n_batch": 32})
+    with serving(MODEL, small, tmp_path / "warm.log") as server:
+        warm = [_ask(server.base_url, m) for m in (first, second, first)]
+    cold = []
+    for i, messages in enumerate((first, second)):
+        with serving(MODEL, small, tmp_path / f"cold{i}.log") as server:
+            cold.append(_ask(server.base_url, messages))
+    assert warm == [cold[0], cold[1], cold[0]] and cold[0] != cold[1]
+
+
 def test_a_server_that_dies_at_start_names_its_log(tmp_path, monkeypatch):
     garbage = tmp_path / "not-a-model.gguf"
     garbage.write_bytes(b"this is no GGUF file" * 10)

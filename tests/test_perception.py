@@ -457,6 +457,20 @@ def test_fused_points_come_out_in_one_order_and_planes_are_repeatable():
               for _ in range(3)]
     ordered = [np.asarray(canonical_order(c).points) for c in clouds]
     assert all(np.array_equal(ordered[0], o) for o in ordered[1:])
+    # points closer than the 0.1 mm cells (TSDF fusion gives such pairs) and points at one place in two colours: any
+    # order of them is one cloud, colours with it
+    base = rng.uniform(-0.3, 0.3, (60, 3))
+    near = np.vstack([base, base + rng.uniform(-2e-5, 2e-5, base.shape), base[:20]])
+    colours = np.vstack([rng.uniform(0, 1, (120, 3)), rng.uniform(0, 1, (20, 3))])
+    outs = []
+    for _ in range(4):
+        perm = rng.permutation(len(near))
+        cloud = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(near[perm]))
+        cloud.colors = o3d.utility.Vector3dVector(colours[perm])
+        out = canonical_order(cloud)
+        outs.append(np.c_[np.asarray(out.points), np.asarray(out.colors)])
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    assert sorted(map(tuple, outs[0])) == sorted(map(tuple, np.c_[near, colours]))   # the same points, each its colour
     fits = [fit_plane(ordered[0], 0.004, 200, 50) for _ in range(2)]
     normal, d, inliers = fits[0]
     assert np.array_equal(normal, fits[1][0]) and d == fits[1][1] and np.array_equal(inliers, fits[1][2])

@@ -112,16 +112,21 @@ def integrate(frames: list[CameraFrame], params: FusionParams):
 
 
 def canonical_order(cloud):
-    """The cloud's points sorted by position (x, then y, then z, at 0.1 mm). Open3D hands the fused points out in its
-    hash map's order, which its threads decide; everything after (normals, RANSAC, clustering, matching) is seeded
-    but order-dependent, so without this the same frames gave other instances, grasps and outcomes on a busy machine."""
+    """The cloud's points sorted by position (x, then y, then z, at 0.1 mm; ties broken by the exact coordinates, then
+    the colours). Open3D hands the fused points out in its hash map's order, which its threads decide; everything
+    after (normals, RANSAC, clustering, matching) is seeded but order-dependent, so without this the same frames gave
+    other instances, grasps and outcomes on a busy machine. The tie-breaks matter: two points within the same 0.1 mm
+    cell were left in the hash map's order, and 1 fusion in 6 came out in another order from the same frames."""
     import open3d as o3d
 
     points = np.asarray(cloud.points)
     if len(points) == 0:
         return cloud
     key = np.round(points / 1e-4).astype(np.int64)
-    order = np.lexsort((key[:, 2], key[:, 1], key[:, 0]))
+    colours = np.asarray(cloud.colors) if cloud.has_colors() else np.zeros((len(points), 0))
+    # np.lexsort sorts by the last key first
+    order = np.lexsort(tuple(colours[:, c] for c in range(colours.shape[1]))[::-1]
+                       + (points[:, 2], points[:, 1], points[:, 0], key[:, 2], key[:, 1], key[:, 0]))
     out = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(points[order]))
     if cloud.has_colors():
         out.colors = o3d.utility.Vector3dVector(np.asarray(cloud.colors)[order])
