@@ -388,6 +388,59 @@ def test_ablation_trials_cover_settings_studies_and_objects_and_name_a_bad_objec
         ablation.trials(load_catalog(), WorldsParams(), bad)
 
 
+def test_a_goal_with_variants_is_checked_variant_by_variant():
+    from robot.contract.catalog import load_catalog
+    from robot.episode import parse_goal
+    from tasks.roboscript.eval import shapes
+    from tasks.roboscript.params import WorldsParams
+
+    trial = shapes.study_trials(load_catalog(), WorldsParams(), ["apple"], ["pick_place"])[0][0]
+    base = {"code": "pass", "world": trial.world.to_json()}
+    assert parse_goal(json.dumps(base)).variants == []
+    with pytest.raises(GoalError, match="'variants' item 1: unknown perception mode 'psychic'"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a", "perception": "ground_truth"},
+                                                   {"episode_id": "b", "perception": "psychic"}]}))
+    with pytest.raises(GoalError, match="'variants' item 0: the goal has no 'episode_id'"):
+        parse_goal(json.dumps(base | {"variants": [{"perception": "ground_truth"}]}))
+    with pytest.raises(GoalError, match="'variants' item 0: unknown field.*seed"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a", "seed": 3}]}))
+    with pytest.raises(GoalError, match="distinct episode_ids"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a"}, {"episode_id": "a"}]}))
+    with pytest.raises(GoalError, match="in each variant, not at its top"):
+        parse_goal(json.dumps(base | {"perception": "noisy", "variants": [{"episode_id": "a"}]}))
+    with pytest.raises(GoalError, match="'variants' item 0: invalid pipeline settings at fusion.voxel_m"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a", "pipeline": {"fusion": {"voxel_m": -1}}}]}))
+
+
+def test_the_memo_reuses_a_stage_only_for_the_same_inputs_and_generator_state_and_leaves_that_state_as_computed():
+    import numpy as np
+
+    from robot.perception.shared import PerceptionMemo, digest
+
+    memo = PerceptionMemo()
+    calls = []
+
+    def draw(rng):
+        def compute():
+            calls.append(1)
+            return {"values": rng.random(3)}
+        return compute
+
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    first, key = memo.stage("capture", (np.zeros(3), "x"), draw(a), (a,))
+    again, same_key = memo.stage("capture", (np.zeros(3), "x"), draw(b), (b,))
+    assert len(calls) == 1 and key == same_key and np.array_equal(first["values"], again["values"])
+    assert a.random() == b.random()  # b was left where computing would have left it
+    again["values"][:] = 0  # a copy: a variant's changes never reach the memo
+    assert memo.stage("capture", (np.zeros(3), "x"), draw(np.random.default_rng(5)),
+                      (np.random.default_rng(5),))[0]["values"].any()
+    memo.stage("capture", (np.zeros(3), "x"), draw(np.random.default_rng(6)), (np.random.default_rng(6),))
+    memo.stage("capture", (np.full(3, 1e-12), "x"), draw(np.random.default_rng(5)), (np.random.default_rng(5),))
+    memo.stage("capture", (np.zeros(3, np.float32), "x"), draw(np.random.default_rng(5)), (np.random.default_rng(5),))
+    assert len(calls) == 4 and memo.counts == {"capture": {"computed": 4, "reused": 2}}
+    assert digest(np.zeros((2, 3))) != digest(np.zeros((3, 2))) and digest([1, 2]) != digest([2, 1])
+
+
 def test_ablation_summary_means_drops_and_report_text():
     from tasks.roboscript.eval import ablation
 
