@@ -388,6 +388,49 @@ def test_ablation_trials_cover_settings_studies_and_objects_and_name_a_bad_objec
         ablation.trials(load_catalog(), WorldsParams(), bad)
 
 
+def test_ablation_goals_group_a_study_and_objects_perceived_settings_and_give_each_trial_its_result():
+    from robot.contract.catalog import load_catalog
+    from robot.episode import parse_goal
+    from tasks.roboscript.eval import ablation
+    from tasks.roboscript.params import AblationParams, RobotEvalParams, WorldsParams
+
+    ep = RobotEvalParams(ablation=AblationParams(objects=["apple", "blue_block"], studies=["pick_place"],
+                                                 settings=["gt", "gt_planning_scene", "gt_detection", "no_gt"]))
+    trials, _ = ablation.trials(load_catalog(), WorldsParams(), ep)
+    single = {t.key: ablation.goal(t, ep) for t in trials}
+    requests = ablation.goals(trials, ep)
+    assert list(requests) == ["perceived/pick_place/apple", "perceived/pick_place/blue_block",
+                              "gt/pick_place/apple", "gt/pick_place/blue_block"]  # the long goals first
+    assert requests["gt/pick_place/apple"] == single["gt/pick_place/apple"]
+    group = requests["perceived/pick_place/apple"]
+    assert [v["episode_id"] for v in group["variants"]] == [f"{s}/pick_place/apple"
+                                                            for s in ("gt_planning_scene", "gt_detection", "no_gt")]
+    for variant in group["variants"]:  # each variant is its trial's goal, nothing else
+        alone = single[variant["episode_id"]]
+        assert {k: v for k, v in group.items() if k != "variants"} | variant == alone | {"episode_id": variant[
+            "episode_id"]} and "perception" not in group and "pipeline" not in group
+    assert len(parse_goal(json.dumps(group)).variants) == 3
+
+    def result(trial, success):
+        return {"ok": True, "episode_id": trial, "repeats": [{"status": "ok", "success": success}]}
+
+    ran = {"perceived/pick_place/apple": {"ok": True, "goal_state": "SUCCEEDED",
+                                          "variants": [result(v["episode_id"], True) for v in group["variants"]],
+                                          "perception_shared": {"fuse": {"computed": 2, "reused": 4}}},
+           "perceived/pick_place/blue_block": {"ok": False, "error": "runner gone", "repeats": []},
+           "gt/pick_place/apple": result("gt/pick_place/apple", True),
+           "gt/pick_place/blue_block": result("gt/pick_place/blue_block", False)}
+    trials_out = ablation.trial_results(ran, requests)
+    assert set(trials_out) == set(single)
+    assert trials_out["no_gt/pick_place/apple"] == result("no_gt/pick_place/apple", True) | {"goal_state": "SUCCEEDED"}
+    assert trials_out["no_gt/pick_place/blue_block"]["error"] == "runner gone"  # a goal that failed fails its trials
+    assert ablation.failures(trials_out)["gt_detection/pick_place/blue_block"] == {"error": 1}
+    assert ablation.shared_counts(ran) == {"fuse": {"computed": 2, "reused": 4}}
+    lone = RobotEvalParams(ablation=AblationParams(objects=["apple"], studies=["drawer"], settings=["gt", "no_gt"]))
+    trials, _ = ablation.trials(load_catalog(), WorldsParams(), lone)
+    assert ablation.goals(trials, lone) == {t.key: ablation.goal(t, lone) for t in trials}  # nothing to share
+
+
 def test_a_goal_with_variants_is_checked_variant_by_variant():
     from robot.contract.catalog import load_catalog
     from robot.episode import parse_goal
