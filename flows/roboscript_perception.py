@@ -38,16 +38,18 @@ def roboscript_perception(params_file: str | None = None) -> dict:
             built = building.submit(tiny_detector.build_tiny_owlvit, detector)
         started = time.monotonic()
         try:
-            results, pool_info = run_goals(ep, {t.key: ablation.goal(t, ep, detector) for t in trials}, STAGE,
-                                           "trials", ready=built.result if building else None)
+            requests = ablation.goals(trials, ep, detector)
+            ran, pool_info = run_goals(ep, requests, STAGE, "goals", ready=built.result if building else None)
         finally:
             if building is not None:
                 building.shutdown()
         if detector is not None:
             slog.wrote(detector)
+        results = ablation.trial_results(ran, requests)
         report = ablation.report(results, skipped, ep)
         slog.run_facts(pool=pool_info, episodes_s=round(time.monotonic() - started, 2),
-                       perception_s=ablation.perception_seconds(results))
+                       perception_s=ablation.perception_seconds(results),
+                       perception_shared=ablation.shared_counts(ran))
         figure = layout.REPORTS / "figures" / "perception_ablation.png"
         ablation.plot(report, ep.ablation.settings, figure)
         slog.wrote(figure)

@@ -11,6 +11,13 @@ Goal (``request_json``)::
      "grasp": "contact",
      "evaluation": [{"type": "in_receptacle", "object": "apple", "receptacle": "footed_bowl"}, ...]}
 
+A goal may instead carry ``"variants": [{"episode_id": ..., "perception": ..., "pipeline": {...}}, ...]`` (and no
+top-level ``perception`` / ``pipeline``): the same repeats under several perception settings, as the perception
+ablation runs them. Its result holds ``variants``, each variant's result as the goal with that variant's three
+fields would give it alone, and ``perception_shared``: per pipeline stage, how many results were computed and how
+many were reused from another variant's same repeat (robot/perception/shared.py; null where the backend cannot
+run the variants side by side).
+
 Only ``code`` and one of ``world`` / ``world_file`` are required. ``isolation`` is what the goal demands of the
 runner's sandbox: ``auto`` / ``bwrap`` (namespaces: a runner started with ``--isolation none`` refuses the goal) or
 ``none`` (anything). ``motion_failure`` is what a motion tool does when the robot cannot carry it out
@@ -33,7 +40,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +58,7 @@ from robot.contract.params import NoiseParams, PipelineParams
 from robot.contract.world import World, read_world
 from robot.errors import BackendUnavailable, GoalError
 from robot.perception import create_perception
+from robot.perception.shared import PerceptionMemo
 from robot.sandbox import wire
 from robot.tools_impl import RobotTools
 
@@ -77,6 +85,16 @@ class Goal:
     isolation: str | None = None
     motion_failure: str = MOTION_FAILURE
     grasp: str | None = None
+    variants: list[Variant] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One perception setting of a goal with ``variants``: its repeats run as the goal with these fields would."""
+
+    episode_id: str
+    perception: str
+    pipeline: PipelineParams
 
 
 def _field(data: dict, key: str, kind: type | tuple, default: Any = None, required: bool = False) -> Any:
@@ -121,21 +139,16 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
     repeats = _field(data, "repeats", int, 1)
     if not 1 <= repeats <= MAX_REPEATS:
         raise GoalError(f"repeats must be 1-{MAX_REPEATS}, got {repeats}.")
-    perception = _field(data, "perception", str, "ground_truth")
-    if perception not in PERCEPTION_MODES:
-        raise GoalError(f"unknown perception mode {perception!r}; known: {', '.join(PERCEPTION_MODES.names())}.")
+    perception, pipeline = _perception(data)
     try:
         noise = NoiseParams.model_validate(_field(data, "noise", dict, {}))
     except ValidationError as exc:
         raise GoalError(f"invalid noise settings: {exc.errors()[0]['msg']}.") from None
-    try:
-        pipeline = PipelineParams.model_validate(_field(data, "pipeline", dict, {}))
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise GoalError(f"invalid pipeline settings{f' at {where}' if where else ''}: {error['msg']}.") from None
-    if perception == "perceived":
-        _check_pipeline(pipeline)
+    variants = [_variant(v, i) for i, v in enumerate(_field(data, "variants", list, []))]
+    if variants and ({"perception", "pipeline"} & set(data)):
+        raise GoalError("a goal with 'variants' sets perception and pipeline in each variant, not at its top.")
+    if len({v.episode_id for v in variants}) < len(variants):
+        raise GoalError("the goal's variants must have distinct episode_ids.")
     timeout = float(_field(data, "timeout_s", (int, float), 60.0))
     memory = _field(data, "memory_mb", int, 512)
     jitter = float(_field(data, "pose_jitter_m", (int, float), 0.0))
@@ -159,7 +172,39 @@ def parse_goal(text: str, world_dir: Path | None = None) -> Goal:
                 perception=perception, noise=noise, pipeline=pipeline, pose_jitter_m=jitter,
                 seed=_field(data, "seed", int, 0),
                 timeout_s=timeout, memory_mb=memory, arm=_field(data, "arm", str), task_id=data.get("task_id"),
-                evaluation=items, isolation=isolation, motion_failure=motion_failure, grasp=grasp)
+                evaluation=items, isolation=isolation, motion_failure=motion_failure, grasp=grasp, variants=variants)
+
+
+def _perception(data: dict, where: str = "") -> tuple[str, PipelineParams]:
+    """The perception mode and pipeline settings of a goal (or of one of its variants: ``where`` says which)."""
+    perception = _field(data, "perception", str, "ground_truth")
+    if perception not in PERCEPTION_MODES:
+        raise GoalError(f"{where}unknown perception mode {perception!r}; known: "
+                        f"{', '.join(PERCEPTION_MODES.names())}.")
+    try:
+        pipeline = PipelineParams.model_validate(_field(data, "pipeline", dict, {}))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        at = ".".join(str(part) for part in error["loc"])
+        raise GoalError(f"{where}invalid pipeline settings{f' at {at}' if at else ''}: {error['msg']}.") from None
+    if perception == "perceived":
+        _check_pipeline(pipeline)
+    return perception, pipeline
+
+
+def _variant(data, index: int) -> Variant:
+    where = f"goal field 'variants' item {index}: "
+    if not isinstance(data, dict):
+        raise GoalError(f"{where}must be a JSON object, got {type(data).__name__}.")
+    unknown = sorted(set(data) - {"episode_id", "perception", "pipeline"})
+    if unknown:
+        raise GoalError(f"{where}unknown field(s) {', '.join(unknown)}; a variant sets episode_id, perception and "
+                        "pipeline.")
+    try:
+        episode_id = _field(data, "episode_id", str, required=True)
+    except GoalError as exc:
+        raise GoalError(f"{where}{exc}") from None
+    return Variant(episode_id, *_perception(data, where))
 
 
 def _check_pipeline(pipeline: PipelineParams) -> None:
@@ -194,22 +239,21 @@ class EpisodeRunner:
         self._grasp = getattr(backend, "grasp", None)
         """The grasp mode the backend was built with: a goal that names none runs under it."""
 
-    def _load(self, world: World, grasp: str | None = None) -> None:
+    def _load(self, world: World, grasp: str | None = None, backend: RobotBackend | None = None) -> None:
         """Every goal starts from a fresh backend and its world loaded anew (``RobotBackend.restart``): the same goal
         gives the same outcome on any runner of a pool, whatever ran there before."""
+        backend = backend or self.backend
         if self._grasp is not None:
-            self.backend.grasp = grasp or self._grasp
-        self.backend.restart()
-        self.backend.load_world(world)
+            backend.grasp = grasp or self._grasp
+        backend.restart()
+        backend.load_world(world)
 
-    def run(self, goal: Goal, on_feedback: Callable[[dict], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> dict:
-        started = time.monotonic()
+    def _refusal(self, goal: Goal, host, warnings: list[str]) -> dict | None:
+        """The error result of a goal this runner cannot run (arm, isolation, grasp modes), else None; says what
+        the goal should know about the sandbox in ``warnings``."""
         if goal.arm and goal.arm != getattr(self.backend, "arm", goal.arm):
             return error_result(f"this runner drives a {self.backend.arm}, the goal asks for a {goal.arm}.",
                                 self.name, goal.episode_id)
-        host = sandbox.host_for(self.isolation)
-        warnings = []
         if host.mode == "none":
             if goal.isolation in ("auto", "bwrap"):
                 return error_result(f"this runner runs generated code without namespaces (isolation: none); the "
@@ -219,12 +263,36 @@ class EpisodeRunner:
         if goal.grasp and self._grasp is None:
             return error_result(f"this runner's {self.backend.name} backend has no grasp modes; the goal asks for "
                                 f"grasp: {goal.grasp}.", self.name, goal.episode_id)
-        verdict = DEFAULT_POLICY.check(goal.code)
-        self._load(goal.world, goal.grasp)
-        caveat = getattr(self.backend, "grasp_caveat", lambda: None)()
+        return None
+
+    def _caveat(self, goal: Goal, backend: RobotBackend, warnings: list[str]) -> None:
+        caveat = getattr(backend, "grasp_caveat", lambda: None)()
         if caveat:  # said, never silently switched: the goal runs in the mode it asked for
             warnings.append(f"{self.name or 'runner'}: {caveat}")
             log.warning("episode %s: %s", goal.episode_id, warnings[-1])
+
+    def _result(self, goal: Goal, host, warnings: list[str], verdict, repeats: list[dict], cancelled: bool,
+                wall_s: float) -> dict:
+        return {"ok": True, "error": None, "runner": self.name, "episode_id": goal.episode_id,
+                "task_id": goal.task_id, "arm": getattr(self.backend, "arm", None), "backend": self.backend.name,
+                "perception": goal.perception, "cancelled": cancelled, "isolation": host.mode, "warnings": warnings,
+                "policy": {"ok": verdict.ok, "reasons": [wire.clip(m, 300) for m in verdict.messages()[:20]]},
+                "repeats": repeats,
+                "wall_s": round(wall_s, 4)}
+
+    def run(self, goal: Goal, on_feedback: Callable[[dict], None] | None = None,
+            should_stop: Callable[[], bool] | None = None) -> dict:
+        if goal.variants:
+            return self._run_variants(goal, on_feedback, should_stop)
+        started = time.monotonic()
+        host = sandbox.host_for(self.isolation)
+        warnings: list[str] = []
+        refused = self._refusal(goal, host, warnings)
+        if refused is not None:
+            return refused
+        verdict = DEFAULT_POLICY.check(goal.code)
+        self._load(goal.world, goal.grasp)
+        self._caveat(goal, self.backend, warnings)
         limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
         repeats, cancelled = [], False
         for index in range(goal.repeats):
@@ -235,18 +303,86 @@ class EpisodeRunner:
             if repeats[-1]["status"] == "cancelled":
                 cancelled = True
                 break
-        return {"ok": True, "error": None, "runner": self.name, "episode_id": goal.episode_id,
-                "task_id": goal.task_id, "arm": getattr(self.backend, "arm", None), "backend": self.backend.name,
-                "perception": goal.perception, "cancelled": cancelled, "isolation": host.mode, "warnings": warnings,
-                "policy": {"ok": verdict.ok, "reasons": [wire.clip(m, 300) for m in verdict.messages()[:20]]},
-                "repeats": repeats,
-                "wall_s": round(time.monotonic() - started, 4)}
+        return self._result(goal, host, warnings, verdict, repeats, cancelled, time.monotonic() - started)
 
-    def _repeat(self, goal: Goal, index: int, limits: sandbox.Limits, on_feedback, should_stop) -> dict:
+    def _run_variants(self, goal: Goal, on_feedback, should_stop) -> dict:
+        """A goal with ``variants``: each variant's result is the one the goal with the variant's fields gives alone
+        (``variants`` in the result, in order). Each variant runs on a backend of its own, so that its repeats
+        follow each other as they would alone; repeat by repeat, the variants share the perception pipeline's
+        results through a memo (robot/perception/shared.py). A backend that cannot have a twin (a real robot) runs
+        the variants one after another, without sharing."""
+        started = time.monotonic()
+        goals = [replace(goal, episode_id=v.episode_id, perception=v.perception, pipeline=v.pipeline, variants=[])
+                 for v in goal.variants]
+        host = sandbox.host_for(self.isolation)
+        refused = self._refusal(goal, host, [])
+        if refused is not None:
+            return refused
+        twins = [self.backend.twin() for _ in goals[1:]]
+        if any(t is None for t in twins):
+            results = []
+            for one in goals:
+                results.append(self.run(one, on_feedback, should_stop))
+                if results[-1].get("cancelled"):
+                    break
+            return self._variants_result(goal, results, None, started)
+        backends = [self.backend, *twins]
+        shared: dict[str, dict[str, int]] = {}
+        try:
+            runs = []
+            for one, backend in zip(goals, backends, strict=True):
+                clock = time.monotonic()
+                warnings: list[str] = []
+                self._refusal(one, host, warnings)
+                self._load(one.world, one.grasp, backend)
+                self._caveat(one, backend, warnings)
+                runs.append({"goal": one, "backend": backend, "warnings": warnings, "repeats": [],
+                             "wall_s": time.monotonic() - clock})
+            verdict = DEFAULT_POLICY.check(goal.code)
+            limits = sandbox.Limits(timeout_s=goal.timeout_s, memory_mb=goal.memory_mb)
+            cancelled = False
+            for index in range(goal.repeats):
+                memo = PerceptionMemo()  # what repeat `index` perceives: no other repeat starts from its scene
+                for run in runs:
+                    if should_stop is not None and should_stop():
+                        cancelled = True
+                        break
+                    clock = time.monotonic()
+                    run["repeats"].append(self._repeat(run["goal"], index, limits, on_feedback, should_stop, memo,
+                                                       run["backend"]))
+                    run["wall_s"] += time.monotonic() - clock
+                    if run["repeats"][-1]["status"] == "cancelled":
+                        cancelled = True
+                        break
+                for stage, counts in memo.counts.items():
+                    total = shared.setdefault(stage, {"computed": 0, "reused": 0})
+                    for kind, n in counts.items():
+                        total[kind] += n
+                if cancelled:
+                    break
+        finally:
+            for twin in twins:
+                twin.close()
+        results = [self._result(run["goal"], host, run["warnings"], verdict, run["repeats"], cancelled,
+                                run["wall_s"]) for run in runs]
+        return self._variants_result(goal, results, shared, started)
+
+    def _variants_result(self, goal: Goal, results: list[dict], shared: dict | None, started: float) -> dict:
+        """``shared``: per pipeline stage, how many results were computed and how many reused (None: no sharing)."""
+        failed = next((r for r in results if not r["ok"]), None)
+        warnings = list(dict.fromkeys(w for r in results for w in r.get("warnings", [])))
+        return {"ok": failed is None, "error": failed["error"] if failed else None, "runner": self.name,
+                "episode_id": goal.episode_id, "task_id": goal.task_id,
+                "cancelled": any(r.get("cancelled") for r in results), "warnings": warnings, "variants": results,
+                "perception_shared": shared, "wall_s": round(time.monotonic() - started, 4)}
+
+    def _repeat(self, goal: Goal, index: int, limits: sandbox.Limits, on_feedback, should_stop,
+                memo: PerceptionMemo | None = None, backend: RobotBackend | None = None) -> dict:
+        backend = backend or self.backend
         seed = goal.seed * 1000 + index
-        self.backend.reset(seed, goal.pose_jitter_m)
-        perception = create_perception(goal.perception, self.backend, goal.noise, seed, goal.pipeline)
-        tools = RobotTools(self.backend, perception, motion_failure=goal.motion_failure)
+        backend.reset(seed, goal.pose_jitter_m)
+        perception = create_perception(goal.perception, backend, goal.noise, seed, goal.pipeline, memo)
+        tools = RobotTools(backend, perception, motion_failure=goal.motion_failure)
 
         def step(record: dict) -> None:
             if on_feedback is not None:
@@ -254,7 +390,7 @@ class EpisodeRunner:
 
         outcome = sandbox.run_code(goal.code, tools, limits, on_step=step, should_stop=should_stop,
                                    host=sandbox.host_for(self.isolation))
-        state = self.backend.world_state()
+        state = backend.world_state()
         items = scoring.check_items(goal.evaluation, goal.world, state) if goal.evaluation else []
         success = all(i["ok"] for i in items) if items else None
         record = {"repeat": index, "seed": seed, "status": outcome.status, "grammatical": outcome.grammatical,

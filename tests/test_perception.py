@@ -388,6 +388,102 @@ def test_ablation_trials_cover_settings_studies_and_objects_and_name_a_bad_objec
         ablation.trials(load_catalog(), WorldsParams(), bad)
 
 
+def test_ablation_goals_group_a_study_and_objects_perceived_settings_and_give_each_trial_its_result():
+    from robot.contract.catalog import load_catalog
+    from robot.episode import parse_goal
+    from tasks.roboscript.eval import ablation
+    from tasks.roboscript.params import AblationParams, RobotEvalParams, WorldsParams
+
+    ep = RobotEvalParams(ablation=AblationParams(objects=["apple", "blue_block"], studies=["pick_place"],
+                                                 settings=["gt", "gt_planning_scene", "gt_detection", "no_gt"]))
+    trials, _ = ablation.trials(load_catalog(), WorldsParams(), ep)
+    single = {t.key: ablation.goal(t, ep) for t in trials}
+    requests = ablation.goals(trials, ep)
+    assert list(requests) == ["perceived/pick_place/apple", "perceived/pick_place/blue_block",
+                              "gt/pick_place/apple", "gt/pick_place/blue_block"]  # the long goals first
+    assert requests["gt/pick_place/apple"] == single["gt/pick_place/apple"]
+    group = requests["perceived/pick_place/apple"]
+    assert [v["episode_id"] for v in group["variants"]] == [f"{s}/pick_place/apple"
+                                                            for s in ("gt_planning_scene", "gt_detection", "no_gt")]
+    for variant in group["variants"]:  # each variant is its trial's goal, nothing else
+        alone = single[variant["episode_id"]]
+        assert {k: v for k, v in group.items() if k != "variants"} | variant == alone | {"episode_id": variant[
+            "episode_id"]} and "perception" not in group and "pipeline" not in group
+    assert len(parse_goal(json.dumps(group)).variants) == 3
+
+    def result(trial, success):
+        return {"ok": True, "episode_id": trial, "repeats": [{"status": "ok", "success": success}]}
+
+    ran = {"perceived/pick_place/apple": {"ok": True, "goal_state": "SUCCEEDED",
+                                          "variants": [result(v["episode_id"], True) for v in group["variants"]],
+                                          "perception_shared": {"fuse": {"computed": 2, "reused": 4}}},
+           "perceived/pick_place/blue_block": {"ok": False, "error": "runner gone", "repeats": []},
+           "gt/pick_place/apple": result("gt/pick_place/apple", True),
+           "gt/pick_place/blue_block": result("gt/pick_place/blue_block", False)}
+    trials_out = ablation.trial_results(ran, requests)
+    assert set(trials_out) == set(single)
+    assert trials_out["no_gt/pick_place/apple"] == result("no_gt/pick_place/apple", True) | {"goal_state": "SUCCEEDED"}
+    assert trials_out["no_gt/pick_place/blue_block"]["error"] == "runner gone"  # a goal that failed fails its trials
+    assert ablation.failures(trials_out)["gt_detection/pick_place/blue_block"] == {"error": 1}
+    assert ablation.shared_counts(ran) == {"fuse": {"computed": 2, "reused": 4}}
+    lone = RobotEvalParams(ablation=AblationParams(objects=["apple"], studies=["drawer"], settings=["gt", "no_gt"]))
+    trials, _ = ablation.trials(load_catalog(), WorldsParams(), lone)
+    assert ablation.goals(trials, lone) == {t.key: ablation.goal(t, lone) for t in trials}  # nothing to share
+
+
+def test_a_goal_with_variants_is_checked_variant_by_variant():
+    from robot.contract.catalog import load_catalog
+    from robot.episode import parse_goal
+    from tasks.roboscript.eval import shapes
+    from tasks.roboscript.params import WorldsParams
+
+    trial = shapes.study_trials(load_catalog(), WorldsParams(), ["apple"], ["pick_place"])[0][0]
+    base = {"code": "pass", "world": trial.world.to_json()}
+    assert parse_goal(json.dumps(base)).variants == []
+    with pytest.raises(GoalError, match="'variants' item 1: unknown perception mode 'psychic'"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a", "perception": "ground_truth"},
+                                                   {"episode_id": "b", "perception": "psychic"}]}))
+    with pytest.raises(GoalError, match="'variants' item 0: the goal has no 'episode_id'"):
+        parse_goal(json.dumps(base | {"variants": [{"perception": "ground_truth"}]}))
+    with pytest.raises(GoalError, match="'variants' item 0: unknown field.*seed"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a", "seed": 3}]}))
+    with pytest.raises(GoalError, match="distinct episode_ids"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a"}, {"episode_id": "a"}]}))
+    with pytest.raises(GoalError, match="in each variant, not at its top"):
+        parse_goal(json.dumps(base | {"perception": "noisy", "variants": [{"episode_id": "a"}]}))
+    with pytest.raises(GoalError, match="'variants' item 0: invalid pipeline settings at fusion.voxel_m"):
+        parse_goal(json.dumps(base | {"variants": [{"episode_id": "a", "pipeline": {"fusion": {"voxel_m": -1}}}]}))
+
+
+def test_the_memo_reuses_a_stage_only_for_the_same_inputs_and_generator_state_and_leaves_that_state_as_computed():
+    import numpy as np
+
+    from robot.perception.shared import PerceptionMemo, digest
+
+    memo = PerceptionMemo()
+    calls = []
+
+    def draw(rng):
+        def compute():
+            calls.append(1)
+            return {"values": rng.random(3)}
+        return compute
+
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    first, key = memo.stage("capture", (np.zeros(3), "x"), draw(a), (a,))
+    again, same_key = memo.stage("capture", (np.zeros(3), "x"), draw(b), (b,))
+    assert len(calls) == 1 and key == same_key and np.array_equal(first["values"], again["values"])
+    assert a.random() == b.random()  # b was left where computing would have left it
+    again["values"][:] = 0  # a copy: a variant's changes never reach the memo
+    assert memo.stage("capture", (np.zeros(3), "x"), draw(np.random.default_rng(5)),
+                      (np.random.default_rng(5),))[0]["values"].any()
+    memo.stage("capture", (np.zeros(3), "x"), draw(np.random.default_rng(6)), (np.random.default_rng(6),))
+    memo.stage("capture", (np.full(3, 1e-12), "x"), draw(np.random.default_rng(5)), (np.random.default_rng(5),))
+    memo.stage("capture", (np.zeros(3, np.float32), "x"), draw(np.random.default_rng(5)), (np.random.default_rng(5),))
+    assert len(calls) == 4 and memo.counts == {"capture": {"computed": 4, "reused": 2}}
+    assert digest(np.zeros((2, 3))) != digest(np.zeros((3, 2))) and digest([1, 2]) != digest([2, 1])
+
+
 def test_ablation_summary_means_drops_and_report_text():
     from tasks.roboscript.eval import ablation
 

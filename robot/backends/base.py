@@ -103,6 +103,11 @@ class RobotBackend(ABC):
         which runner of a pool took it nor on what that runner ran before. A simulator rebuilds its physics world;
         a real robot has nothing to reset here (the default)."""
 
+    def twin(self) -> RobotBackend | None:
+        """Another backend built as this one was, to run beside it in the same process (the variants of a goal,
+        robot/episode.py), or None where there can be only one (a real robot: the default)."""
+        return None
+
     @abstractmethod
     def load_world(self, world: World) -> None:
         """Build (sim) or bind (real robot) the scene of a world definition."""
@@ -154,6 +159,11 @@ class RobotBackend(ABC):
     def capture(self, cameras: list[CameraSpec], rng: np.random.Generator | None = None,
                 depth_noise_m: float = 0.0) -> list[CameraFrame]:
         """One RGB-D frame from each calibrated camera, now (the perception pipeline's input)."""
+
+    def render_state(self) -> bytes | None:
+        """Everything :meth:`capture` depends on besides the cameras and the noise generator, exactly, or None where
+        the backend cannot say (real cameras: their frames are never shared; robot/perception/shared.py)."""
+        return None
 
     @abstractmethod
     def robot_link_boxes(self) -> np.ndarray:

@@ -210,6 +210,25 @@ class SimBackend(ContactGrip, RobotBackend):
             return [sim_cameras.render(self.pb, self.client, spec, self._segments, self._labels, rng, depth_noise_m,
                                        stamp) for spec in cameras]
 
+    def render_state(self) -> bytes:
+        """What :meth:`capture` renders, exactly: every body but the planning scene's ghosts (hidden while the
+        cameras render) with its base pose, joint values and the link frames the renderer draws, and the labels of
+        the segmentation. The perception memo (robot/perception/shared.py) shares a capture only under the same
+        render state, cameras and generator state. The colours and shapes are the world's, painted once per load:
+        a memo lives within one goal, whose world does not change."""
+        pb, client = self.pb, self.client
+        ghosts = {m.body for m in self.ghosts.models().values()}
+        state: list = [self._labels]
+        for index in range(pb.getNumBodies(physicsClientId=client)):
+            body = pb.getBodyUniqueId(index, physicsClientId=client)
+            if body in ghosts:
+                continue
+            joints = range(pb.getNumJoints(body, physicsClientId=client))
+            state.append((body, pb.getBasePositionAndOrientation(body, physicsClientId=client),
+                          [s[0] for s in pb.getJointStates(body, joints, physicsClientId=client)] if joints else [],
+                          [s[4:6] for s in pb.getLinkStates(body, joints, physicsClientId=client)] if joints else []))
+        return repr(state).encode()
+
     def robot_link_boxes(self) -> np.ndarray:
         pb = self.pb
         links = range(-1, pb.getNumJoints(self.robot.body, physicsClientId=self.client))
@@ -560,6 +579,11 @@ class SimBackend(ContactGrip, RobotBackend):
             physicsClientId=self.client)["fixedTimeStep"], self.substeps, self.grasp
         self.close()
         self.__init__(arm, time_step, substeps, grasp)
+
+    def twin(self) -> SimBackend:
+        """A simulator of its own (its own physics client), built as :meth:`restart` rebuilds this one."""
+        time_step = self.pb.getPhysicsEngineParameters(physicsClientId=self.client)["fixedTimeStep"]
+        return SimBackend(self.arm, time_step, self.substeps, self.grasp)
 
     def close(self) -> None:
         try:

@@ -22,5 +22,10 @@ __all__ = ["PERCEPTION_MODES", "ObjectNotFound", "Perception", "create_perceptio
 
 
 def create_perception(mode: str, backend: RobotBackend, noise: NoiseParams, seed: int,
-                      pipeline: PipelineParams | None = None) -> Perception:
-    return PERCEPTION_MODES.load(mode)(backend, noise, seed, pipeline)
+                      pipeline: PipelineParams | None = None, memo=None) -> Perception:
+    """``memo``: a :class:`~robot.perception.shared.PerceptionMemo` the mode may take its pipeline's results from
+    (the variants of one goal share one)."""
+    perception = PERCEPTION_MODES.load(mode)(backend, noise, seed, pipeline)
+    if memo is not None:
+        perception.share(memo)
+    return perception

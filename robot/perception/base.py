@@ -61,6 +61,10 @@ class Perception(ABC):
         the tool takes the nearest face of the box."""
         return None
 
+    def share(self, memo) -> None:
+        """Take the pipeline's results from ``memo`` where it holds them (robot/perception/shared.py); a mode
+        without a pipeline has nothing to share."""
+
     def report(self) -> dict:
         """What this mode did during a repeat (for the episode's record); empty by default."""
         return {}

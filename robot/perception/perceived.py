@@ -52,6 +52,9 @@ class PerceivedPerception(Perception):
         if self.scene_perceived:
             backend.set_planning_scene(PlanningScene([]))  # nothing is known before the first detection
 
+    def share(self, memo) -> None:
+        self.runner.memo = memo
+
     # ------------------------------------------------------------------------------------------------ detection
 
     def _queried(self, names: list[str] | None) -> list[str]:

@@ -82,6 +82,66 @@ def goal(trial: AblationTrial, ep: RobotEvalParams, detector_path: Path | None =
     return request | {"perception": "perceived", "pipeline": pipeline.model_dump(mode="json")}
 
 
+SHARED = "perceived"
+"""The first part of the key of a goal that runs a (study, object)'s perceived settings together (not a setting)."""
+
+
+def goals(trials: list[AblationTrial], ep: RobotEvalParams, detector_path: Path | None = None) -> dict[str, dict]:
+    """The runner goals of ``trials`` by key. The perceived settings of one (study, object) are one goal with a
+    variant per setting (``robot/episode.py``): until the robot first moves they all see the same scene, and the
+    runner computes each pipeline stage they share once (robot/perception/shared.py). Such a goal is keyed
+    ``perceived/<study>/<object>`` and comes first (the longest goals start first); ``gt``, and a perceived setting
+    that is the only one, are goals of their own, as before."""
+    single = {t.key: goal(t, ep, detector_path) for t in trials}
+    members: dict[str, list[str]] = {}
+    for t in trials:
+        if single[t.key]["perception"] == "perceived":
+            members.setdefault(f"{SHARED}/{t.trial.study}/{t.trial.asset}", []).append(t.key)
+    grouped: dict[str, dict] = {}
+    for key, keys in members.items():
+        if len(keys) < 2:
+            continue
+        common = {k: v for k, v in single[keys[0]].items() if k not in ("episode_id", "perception", "pipeline")}
+        grouped[key] = common | {"episode_id": key, "variants": [
+            {"episode_id": k, "perception": single[k]["perception"], "pipeline": single[k]["pipeline"]} for k in keys]}
+        for k in keys:
+            del single[k]
+    return grouped | single
+
+
+ACTION_FIELDS = ("goal_state", "attempts", "runner_errors")
+"""What the client adds to a goal's result about the goal's action (robot/client.py): the variants share it."""
+
+
+def trial_results(results: dict[str, dict], requests: dict[str, dict]) -> dict[str, dict]:
+    """Each trial's result from the results of :func:`goals`' goals: a variant's result is its trial's (with its
+    goal's :data:`ACTION_FIELDS`); a goal with variants that could not run gives each of its trials its error."""
+    out: dict[str, dict] = {}
+    for key, request in requests.items():
+        result = results[key]
+        if "variants" not in request:
+            out[key] = result
+            continue
+        ran = {r.get("episode_id"): r for r in result.get("variants") or []}
+        action = {k: result[k] for k in ACTION_FIELDS if k in result}
+        for variant in request["variants"]:
+            trial = variant["episode_id"]
+            out[trial] = (ran.get(trial) or {"ok": False, "error": result.get("error") or "the variant did not run",
+                                             "episode_id": trial, "repeats": []}) | action
+    return out
+
+
+def shared_counts(results: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Per pipeline stage, how many results the goals' runners computed and how many they reused (a run fact)."""
+    total: dict[str, dict[str, int]] = {}
+    for result in results.values():
+        for stage, counts in (result.get("perception_shared") or {}).items():
+            for kind, n in counts.items():
+                total.setdefault(stage, {}).setdefault(kind, 0)
+                total[stage][kind] += n
+    return total
+
+
 def summarise(results: dict[str, dict], settings: list[str]) -> dict:
     """Success per setting, study and object; means per setting and study; the drop against ``gt`` in points."""
     rates: dict[str, dict[str, dict[str, float | None]]] = {}
