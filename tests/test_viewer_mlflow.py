@@ -68,6 +68,56 @@ def test_images_shrink_then_the_later_ones_are_left_out_to_stay_within_the_budge
     assert book.inline_images(tmp_path, names, 0)[1]["images"] == 0
 
 
+def _inline_every_image(folder, names, budget):
+    """The book's rule spelled out the slow way: every image at every scale, then the first scale at which all fit,
+    else the longest prefix that fits at the smallest scale."""
+    found = {n: (folder / n).read_bytes() for n in dict.fromkeys(names)}
+    for scale in book.SCALES:
+        uris = {n: book._uri(book._scaled(png, scale)) for n, png in found.items()}
+        cost = {n: len(u) + len(n) + 6 for n, u in uris.items()}
+        if sum(cost.values()) <= budget:
+            return uris, scale
+    kept, used = {}, 0
+    for n, u in uris.items():
+        if used + cost[n] > budget:
+            break
+        kept[n], used = u, used + cost[n]
+    return kept, scale
+
+
+def test_a_scale_that_cannot_hold_every_image_stops_shrinking_at_the_first_that_does_not_fit(tmp_path, monkeypatch):
+    """At the paper profile a split has tens of thousands of images and its book room for a few hundred: shrinking
+    all of them at each scale took minutes per run, single-threaded (13 min of muep-eval). The book must shrink only
+    up to the first image that overflows, and choose exactly what the exhaustive rule chooses."""
+    names = [f"{k}.png" for k in range(40)]
+    for k, name in enumerate(names):
+        (tmp_path / name).write_bytes(_png(k, side=64))
+    one = len(book._uri((tmp_path / names[0]).read_bytes())) + len(names[0]) + 6
+    calls = []
+    scaled = book._scaled
+    monkeypatch.setattr(book, "_scaled", lambda png, scale: calls.append(scale) or scaled(png, scale))
+    for budget in (0, one // 3, 2 * one, 7 * one, 39 * one, 10 ** 9):
+        calls.clear()
+        uris, summary = book.inline_images(tmp_path, names, budget)
+        made = list(calls)
+        expected, scale = _inline_every_image(tmp_path, names, budget)
+        assert uris == expected and summary["scale"] == scale, budget
+        assert summary["image_bytes"] == sum(len(u) + len(n) + 6 for n, u in uris.items()) <= budget
+        # each scale tried shrinks only the images that fit at it, plus the one that overflowed
+        for tried in set(made):
+            used, fit = 0, 0
+            for n in names:
+                used += len(book._uri(scaled((tmp_path / n).read_bytes(), tried))) + len(n) + 6
+                if used > budget:
+                    break
+                fit += 1
+            assert made.count(tried) == min(len(names), fit + 1), (budget, tried)
+    small = len(book._uri(scaled((tmp_path / names[0]).read_bytes(), book.SCALES[-1]))) + len(names[0]) + 6
+    calls.clear()
+    _, summary = book.inline_images(tmp_path, names, 3 * small)
+    assert summary["images"] <= 4 and len(calls) <= len(book.SCALES) * 5, "every image was shrunk although a few fit"
+
+
 def test_a_book_over_budget_says_what_it_left_out(tmp_path):
     (tmp_path / "a.png").write_bytes(_png(0))
     episodes = [{"title": "e", "body": "", "steps": [{"label": "start", "image": "a.png"}]}]

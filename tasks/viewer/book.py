@@ -49,6 +49,22 @@ def _uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
+def _fitting(found: dict[str, bytes], scale: float, budget: int) -> tuple[dict[str, str], int, bool]:
+    """The images of ``found`` in order, as data URIs at ``scale``, while they fit ``budget`` together: the URIs,
+    their bytes, and whether all of them fit. It stops at the first that does not fit, so a scale that cannot hold
+    all of them costs only the images up to that point, not every image of the run (a paper-scale split has tens of
+    thousands; each one shrunk is a resize and a PNG encode)."""
+    uris: dict[str, str] = {}
+    used = 0
+    for name, png in found.items():
+        uri = _uri(_scaled(png, scale))
+        cost = len(uri) + len(name) + 6
+        if used + cost > budget:
+            return uris, used, False
+        uris[name], used = uri, used + cost
+    return uris, used, True
+
+
 def inline_images(folder: Path | str, names: Iterable[str], budget: int) -> tuple[dict[str, str], dict]:
     """``names`` (in the order their episodes are listed) read from ``folder`` as data URIs, together within
     ``budget`` bytes (a URI and its key, quoted): at the first of ``SCALES`` at which all fit, else at the smallest
@@ -61,19 +77,11 @@ def inline_images(folder: Path | str, names: Iterable[str], budget: int) -> tupl
         except FileNotFoundError:
             missing += 1
     for scale in SCALES:
-        uris = {name: _uri(_scaled(png, scale)) for name, png in found.items()}
-        cost = {name: len(uri) + len(name) + 6 for name, uri in uris.items()}
-        if sum(cost.values()) <= budget:
+        uris, used, whole = _fitting(found, scale, budget)
+        if whole:
             break
-    else:
-        kept, used = {}, 0
-        for name, uri in uris.items():
-            if used + cost[name] > budget:
-                break
-            kept[name], used = uri, used + cost[name]
-        uris = kept
     return uris, {"images": len(uris), "left_out": len(found) - len(uris), "missing": missing, "scale": scale,
-                  "image_bytes": sum(cost[n] for n in uris)}
+                  "image_bytes": used}
 
 
 def book(title: str, index: str, episodes: Sequence[dict], images_dir: Path | str | None = None,
