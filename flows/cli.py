@@ -88,6 +88,16 @@ def _set_params(name: str) -> list[str]:
     return args
 
 
+def _apply_profile(params_file, overrides: list[str]) -> None:
+    """Write a profile's overrides into params.yaml with DVC's own writer, the one `dvc exp run --set-param` uses: the
+    file ends up byte for byte as that command leaves it, so a profile run on the parallel scheduler and a
+    `dvc exp run` of the same profile record the same params."""
+    from dvc.utils.hydra import apply_overrides
+
+    apply_overrides(params_file, [value for flag, value in zip(overrides[::2], overrides[1::2], strict=True)
+                                  if flag == "--set-param"])
+
+
 @params_app.command("profile")
 def params_profile(name: Annotated[str, typer.Argument(help="Profile name: a file profiles/<name>.yaml.")]) -> None:
     """Print the overrides a profile applies, one `--set-param` per line (`embp run --profile NAME` applies them)."""
@@ -110,8 +120,9 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
                                                     "(default: one per CPU; a stage takes the cores its dvc.yaml "
                                                     "meta declares; 1: a plain `dvc repro`).")] = None,
         summary: Annotated[bool, typer.Option(help="Print the summary at the end.")] = True) -> None:
-    """Run the pipeline: independent stages side by side, each through `dvc repro` (with a profile: `dvc exp run`
-    with its overrides, one stage at a time), then the summary.
+    """Run the pipeline: independent stages side by side, each through `dvc repro`, then the summary. A profile is a
+    DVC experiment: its overrides go into params.yaml as `dvc exp run --set-param` writes them, the stages run side
+    by side, and `dvc exp save` records the experiment (with `--jobs 1`: one `dvc exp run`, one stage at a time).
 
     All stages share one Prefect server, stopped at the end. DVC and the stages' Python are the venv's, whatever
     PATH says."""
@@ -122,16 +133,20 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     from tasks.summary import render
 
     jobs = jobs or _parallel.default_jobs()
+    parallel = jobs > 1
     try:
-        cmd = ["dvc", "exp", "run", *_set_params(profile)] if profile else ["dvc", "repro"]
+        overrides = _set_params(profile) if profile else []
+        cmd = ["dvc", "exp", "run", *overrides] if profile and not parallel else ["dvc", "repro"]
         tool("dvc")
     except PipelineError as exc:
         _fail(exc)
     cmd += (["--force"] if force else []) + list(targets or [])
-    parallel = jobs > 1 and not profile
     if parallel:
+        if profile:
+            _apply_profile(paths.PARAMS_FILE, overrides)
+            typer.echo(f"$ dvc exp run {shlex.join(overrides)}  # as params.yaml now holds them", err=True)
         typer.echo(f"$ {shlex.join(cmd)}  # stages side by side on {jobs} cores: dvc --wait-for-lock repro "
-                   "--single-item STAGE", err=True)
+                   "--single-item STAGE" + ("; then dvc exp save" if profile else ""), err=True)
     else:
         typer.echo(f"$ {shlex.join(cmd)}", err=True)
     env = tool_env(dict(os.environ) | {"DVC_NO_ANALYTICS": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
@@ -147,6 +162,9 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
                     typer.echo(f"ERROR: {exc}", err=True)
                     raise typer.Exit(1) from None
                 code = _parallel.run(paths.ROOT, the_plan, jobs, env, force=force)
+                if profile and code == 0:  # caching only what this run brought up to date (all of it after a full run)
+                    scope = the_plan.pending or list(targets or [])
+                    code = subprocess.run([tool("dvc"), "exp", "save", *scope], cwd=paths.ROOT, env=env).returncode
             else:
                 code = subprocess.run([tool("dvc"), *cmd[1:]], env=env).returncode
     finally:

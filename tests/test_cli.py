@@ -83,6 +83,15 @@ def test_run_with_a_profile_as_the_readme_writes_it(tmp_path):
     assert json.loads((tmp_path / "reports/roboscript/worlds.json").read_text())["benchmark_tasks"] == 8
     assert "roboscript-worlds" in out.stdout and "RoboScript" in out.stdout
     assert _prefect_server._read_state(tmp_path / ".dvc" / "tmp" / "embp-prefect") is None
+    # the stages ran on the parallel scheduler, and the run is a DVC experiment as `dvc exp run` would record it
+    assert "stages side by side" in out.stderr and "dvc exp save" in out.stderr
+    refs = subprocess.run(["git", "for-each-ref", "--format=%(refname)", "refs/exps"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True).stdout.split()
+    refs = [ref for ref in refs if not ref.startswith("refs/exps/exec/")]  # DVC's own bookkeeping
+    assert len(refs) == 1, refs
+    saved = subprocess.run(["git", "show", f"{refs[0]}:params.yaml"], cwd=tmp_path, capture_output=True, text=True,
+                           check=True).stdout
+    assert saved == (tmp_path / "params.yaml").read_text()
 
 
 def test_experiment_links_open_the_runs_table(tmp_path):

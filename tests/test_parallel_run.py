@@ -199,6 +199,22 @@ def test_hints_come_from_dvc_yaml_meta(repo):
     assert _parallel.plan(root).hints == {"alone": 42.0}
 
 
+def test_a_stage_s_threads_param_gives_it_that_many_cores(repo):
+    """`meta: {threads: KEY}`: the team size a params key sets (a profile giving a torch step two threads) is the
+    cores the stage takes; one thread, a missing key or a non-number leave it at one, null (every core) is wide."""
+    root, _ = repo
+    pipeline = _pipeline()
+    pipeline["stages"]["fast"]["meta"] = {"threads": "train.cpu_threads"}
+    pipeline["stages"]["slow"]["meta"] = {"threads": ["llm.threads", "no.such.key"]}
+    pipeline["stages"]["alone"]["meta"] = {"threads": "llm.name"}
+    pipeline["stages"]["join"]["meta"] = {"threads": "serve.threads"}
+    (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+    (root / "params.yaml").write_text("train: {cpu_threads: 2}\nllm: {threads: 1, name: x}\nserve: {threads: null}\n")
+    assert _parallel.plan(root).cores == {"fast": 2, "slow": 1, "alone": 1, "join": os.cpu_count()}
+    (root / "params.yaml").write_text("train: {cpu_threads: 1}\n")
+    assert _parallel.plan(root).cores["fast"] == 1
+
+
 def test_no_stage_jumps_the_queue_of_a_wide_one():
     need = {"wide": 2, "n1": 1, "n2": 1}.__getitem__
     assert _parallel.admit(["wide", "n1", "n2"], busy=1, jobs=2, need=need) == [], "n1 would starve wide"
