@@ -108,6 +108,30 @@ def test_schematic_is_deterministic(kitchen, renderer):
     assert other.render(layout, state) == first
 
 
+def test_the_viewer_s_image_from_the_drawing_is_the_one_from_its_png(kitchen, tmp_path):
+    """The episode viewer shrinks the schematic drawing in memory (``picture``) instead of encoding a PNG only to
+    decode it: the stored image and its content name must be the same bytes as from the PNG."""
+    from tasks.muep.eval.env import EvalEnv
+    from tasks.viewer.pages import IMAGE_SIZE, save_image, shrink, shrink_picture
+
+    meta, layout = kitchen
+    small = build_renderer("schematic", size=IMAGE_SIZE)
+    small.begin_scene(layout)
+    states = [_state(meta), _state(meta, opened={"fridge 1"}, holding="apple 1", step=7, last_action="open fridge 1"),
+              _state(meta, hot={"apple 1"}, sliced={"bread 1"}, step=12, last_action="heat apple 1 with microwave 1")]
+    for state in states:
+        picture = small.picture(layout, state)
+        assert picture.mode == "RGB"
+        assert shrink_picture(picture) == shrink(small.render(layout, state))
+        assert save_image(tmp_path / "a", picture) == save_image(tmp_path / "b", small.render(layout, state))
+    assert sorted(p.read_bytes() for p in (tmp_path / "a").iterdir()) == \
+        sorted(p.read_bytes() for p in (tmp_path / "b").iterdir())
+    # a renderer without ``picture`` still gives the viewer its PNG
+    env = types.SimpleNamespace(layout=layout, state=states[1])
+    png_only = types.SimpleNamespace(render=small.render)
+    assert EvalEnv.picture(env, png_only) == small.render(layout, states[1])
+
+
 def test_schematic_bytes_do_not_depend_on_the_process(kitchen):
     """Same picture in another interpreter with another hash seed (set iteration order differs there)."""
     meta, layout = kitchen

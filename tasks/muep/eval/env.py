@@ -156,3 +156,10 @@ class EvalEnv:
         ``begin_scene(self.layout)`` was called once for this episode: for ``thor`` it resets the simulator)."""
         assert self.state is not None, "start() first"
         return renderer.render(self.layout, self.state)
+
+    def picture(self, renderer):
+        """The current state as ``renderer`` draws it, before encoding: a Pillow image where the renderer can give one
+        (``picture``: the schematic renderer), else the PNG of :meth:`image`."""
+        assert self.state is not None, "start() first"
+        draw = getattr(renderer, "picture", None)
+        return draw(self.layout, self.state) if draw is not None else renderer.render(self.layout, self.state)

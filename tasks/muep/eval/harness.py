@@ -152,7 +152,7 @@ def _viewer_image(settings: EvalSettings, env: EvalEnv, renderer) -> str | None:
         return None
     from tasks.viewer.pages import save_image
 
-    return save_image(settings.images_dir, env.image(renderer))
+    return save_image(settings.images_dir, env.picture(renderer))
 
 
 def _error(exc: BaseException) -> str:

@@ -213,15 +213,20 @@ class SchematicRenderer:
         self._scene = self._scene_for(layout) if self.cache_background else self._build_scene(layout)
 
     def render(self, layout: SceneLayout, state: WorldState) -> bytes:
+        image = self.picture(layout, state)
+        out = io.BytesIO()
+        image.save(out, format="PNG", compress_level=self.compress_level)
+        return out.getvalue()
+
+    def picture(self, layout: SceneLayout, state: WorldState) -> Image.Image:
+        """The drawing :meth:`render` encodes, as a Pillow image (RGB): for a caller that re-encodes it anyway (the
+        episode viewer's paletted images, tasks/viewer/pages.py)."""
         scene = self._scene
         if not self.cache_background:
             scene = self._build_scene(layout)
         elif scene is None or (scene.layout is not layout and scene.layout != layout):
             scene = self._scene = self._scene_for(layout)  # begin_scene was not called for this layout
-        image = self.draw(scene, state)
-        out = io.BytesIO()
-        image.save(out, format="PNG", compress_level=self.compress_level)
-        return out.getvalue()
+        return self.draw(scene, state)
 
     def close(self) -> None:
         self._scene = None
