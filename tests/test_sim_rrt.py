@@ -67,3 +67,19 @@ def test_the_same_seed_gives_the_same_path_whatever_the_machine_load():
     fast = rrt_connect(start, goal, _segment_free, LOWER, UPPER, np.random.default_rng(3), step=0.1)
     slow = rrt_connect(start, goal, slow_segment_free, LOWER, UPPER, np.random.default_rng(3), step=0.1)
     assert fast is not None and len(fast) == len(slow) and all(np.array_equal(a, b) for a, b in zip(fast, slow))
+
+
+def test_the_tree_s_nearest_node_is_the_one_the_whole_list_gives():
+    """The tree keeps its nodes in a growing array for ``nearest``; the choice must be the one the list of nodes
+    gives (the first of equals too), past every growth of the array."""
+    from robot.backends.sim_rrt import _Tree
+
+    rng = np.random.default_rng(3)
+    tree = _Tree(np.array([0.0, 0.0, 0.0]))
+    for i in range(200):
+        q = rng.uniform(-1, 1, 3) if i % 7 else tree.nodes[int(rng.integers(len(tree.nodes)))].copy()  # duplicates
+        target = rng.uniform(-1, 1, 3)
+        expected = int(np.argmin(np.linalg.norm(np.array(tree.nodes) - target, axis=1)))
+        assert tree.nearest(target) == expected
+        assert tree.add(q, expected) == len(tree.nodes) - 1
+    assert np.array_equal(tree._rows[: len(tree.nodes)], np.array(tree.nodes))
