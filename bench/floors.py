@@ -764,7 +764,11 @@ def run_stage(run: Path, stage: str, params, sf: StageFloor) -> dict | None:
         for path in sorted((run / "data" / "cache" / "roboscript-goals" / stage).glob("*.json")):
             saved = json.loads(path.read_text())
             results.append((saved.get("key", ""), saved.get("result", {})))
+        # a perception goal that shares its settings' perception carries one result per setting (``variants``, keyed
+        # by their episode ids ``setting/study/object``), each with its own repeats
         repeats = [(key, r) for key, result in results for r in result.get("repeats") or []]
+        repeats += [(variant.get("episode_id", key), r) for key, result in results
+                    for variant in result.get("variants") or [] for r in variant.get("repeats") or []]
         out["units"] = len(repeats)
         out["workers"] = len(facts.get("pool", {}).get("runners", [])) or params.roboscript.eval.runners
         if repeats:

@@ -106,6 +106,32 @@ def test_the_run_cost_per_unit_and_its_counts(floors, tmp_path):
     assert floors.run_stage(run, "muep-eval", params, floors.StageFloor("muep-eval")) is None   # not in the run
 
 
+def test_a_perception_goal_s_variants_are_its_settings_repeats(floors, tmp_path):
+    """The perception ablation runs a (study, object)'s perceived settings as one goal with a variant per setting:
+    every variant's repeats are units, each counted against its own setting's perception seconds."""
+    run = _run_folder(tmp_path)
+    params = floors.load_bench_params(tmp_path, None, run)
+    goals = run / "data" / "cache" / "roboscript-goals" / "roboscript-perception"
+    goals.mkdir(parents=True)
+    plain = {"calls": [{"tool": "grasp"}], "perception": {}}
+    seen = {"calls": [{"tool": "detect_objects"}, {"tool": "grasp"}, {"tool": "open_gripper"}],
+            "perception": {"calls": 1}}
+    (goals / "gt_drawer_apple.json").write_text(json.dumps(
+        {"key": "gt/drawer/apple", "result": {"ok": True, "repeats": [plain, plain]}}))
+    (goals / "perceived_drawer_apple.json").write_text(json.dumps(
+        {"key": "perceived/drawer/apple", "result": {"ok": True, "repeats": [], "variants": [
+            {"episode_id": "no_gt/drawer/apple", "repeats": [seen, seen]},
+            {"episode_id": "gt_detection/drawer/apple", "repeats": [seen, seen]}]}}))
+    (run / "reports" / "timings" / "roboscript-perception.json").write_text(json.dumps(
+        {"stage": "roboscript-perception", "wall_s": 6.0, "pool": {"runners": ["/r1", "/r2"]},
+         "perception_s": {"gt": 0.0, "no_gt": 0.5, "gt_detection": 0.25}}))
+    got = floors.run_stage(run, "roboscript-perception", params, floors.StageFloor("roboscript-perception"))
+    assert (got["units"], got["cost"]) == (6, pytest.approx(6.0 * 2 / 6))
+    assert got["counts"]["tool call"] == pytest.approx((2 * 1 + 4 * 3) / 6)
+    assert got["counts"]["capture k views"] == pytest.approx(4 / 6)
+    assert got["parts"]["perception"] == pytest.approx((2 * 0.5 + 2 * 0.25) / 6)
+
+
 def test_the_table_sets_the_run_against_the_floor(floors, tmp_path):
     run = _run_folder(tmp_path)
     params = floors.load_bench_params(tmp_path, None, run)
