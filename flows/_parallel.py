@@ -89,11 +89,12 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
         hints = {name: float(meta["seconds"]) for name, meta in metas.items()
                  if isinstance(meta.get("seconds"), int | float)}
         cores = {name: max(1, int(meta["cores"])) for name, meta in metas.items() if isinstance(meta.get("cores"), int)}
-        params = _read_params(root)
-        for name, meta in metas.items():
-            keys = meta.get("threads")
-            for key in [keys] if isinstance(keys, str) else keys if isinstance(keys, list) else []:
-                cores[name] = max(cores.get(name, 1), _threads(params, str(key)))
+        teams = {name: [meta["threads"]] if isinstance(meta.get("threads"), str) else meta.get("threads")
+                 for name, meta in metas.items() if isinstance(meta.get("threads"), str | list)}
+        if teams:
+            params = _flat_params(root)
+            for name, keys in teams.items():
+                cores[name] = max([cores.get(name, 1)] + [_threads(params, str(key)) for key in keys])
         upstream = {name: {dep.addressing for dep in graph.successors(stage)} for name, stage in stages.items()}
         if targets:
             scope = set()
@@ -113,24 +114,20 @@ def plan(root: Path, targets: list[str] | None = None, force: bool = False) -> P
     return Plan(order, upstream, [name for name in order if name in stale], hints, cores)
 
 
-def _read_params(root: Path) -> dict:
-    import yaml
+def _flat_params(root: Path) -> dict:
+    """The repository's params.yaml by dotted key (none without the file)."""
+    from tasks.params import flatten, read_yaml
 
-    try:
-        data = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    file = root / "params.yaml"
+    return flatten(read_yaml(file)) if file.exists() else {}
 
 
 def _threads(params: dict, key: str) -> int:
     """The cores a stage's ``meta: {threads: KEY}`` asks for: the int at the dotted params key (a team of that many
     torch or llama.cpp threads); null (the library's default: every core) -> all of them; missing -> 1."""
-    value: object = params
-    for part in key.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return 1
-        value = value[part]
+    if key not in params:
+        return 1
+    value = params[key]
     if value is None:
         return os.cpu_count() or 1
     return max(1, int(value)) if isinstance(value, int) and not isinstance(value, bool) else 1

@@ -77,15 +77,17 @@ def params_check(path: Annotated[Optional[Path], typer.Argument(help="Params fil
     typer.echo(json.dumps(params.model_dump(), indent=2))
 
 
-def _set_params(name: str) -> list[str]:
-    """``dvc exp run`` arguments that apply a profile: one ``--set-param key=value`` per override, each one
-    argument (values as compact JSON, which DVC's override grammar reads), so no shell splits them."""
+def _overrides(name: str) -> list[str]:
+    """A profile's overrides in DVC's override grammar: one ``key=value`` each (values as compact JSON, which that
+    grammar reads), each one argument, so no shell splits them."""
     from tasks.params import profile_overrides
 
-    args = []
-    for key, value in profile_overrides(name).items():
-        args += ["--set-param", f"{key}={json.dumps(value, separators=(',', ':'))}"]
-    return args
+    return [f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in profile_overrides(name).items()]
+
+
+def _set_params(overrides: list[str]) -> list[str]:
+    """``dvc exp run`` arguments that apply those overrides: one ``--set-param key=value`` each."""
+    return [arg for override in overrides for arg in ("--set-param", override)]
 
 
 def _apply_profile(params_file, overrides: list[str]) -> None:
@@ -94,19 +96,18 @@ def _apply_profile(params_file, overrides: list[str]) -> None:
     `dvc exp run` of the same profile record the same params."""
     from dvc.utils.hydra import apply_overrides
 
-    apply_overrides(params_file, [value for flag, value in zip(overrides[::2], overrides[1::2], strict=True)
-                                  if flag == "--set-param"])
+    apply_overrides(params_file, overrides)
 
 
 @params_app.command("profile")
 def params_profile(name: Annotated[str, typer.Argument(help="Profile name: a file profiles/<name>.yaml.")]) -> None:
     """Print the overrides a profile applies, one `--set-param` per line (`embp run --profile NAME` applies them)."""
     try:
-        args = _set_params(name)
+        overrides = _overrides(name)
     except PipelineError as exc:
         _fail(exc)
-    for flag, value in zip(args[::2], args[1::2], strict=True):
-        typer.echo(f"{flag} {shlex.quote(value)}")
+    for override in overrides:
+        typer.echo(f"--set-param {shlex.quote(override)}")
 
 
 @app.command("run")
@@ -135,8 +136,8 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     jobs = jobs or _parallel.default_jobs()
     parallel = jobs > 1
     try:
-        overrides = _set_params(profile) if profile else []
-        cmd = ["dvc", "exp", "run", *overrides] if profile and not parallel else ["dvc", "repro"]
+        overrides = _overrides(profile) if profile else []
+        cmd = ["dvc", "exp", "run", *_set_params(overrides)] if profile and not parallel else ["dvc", "repro"]
         tool("dvc")
     except PipelineError as exc:
         _fail(exc)
@@ -144,7 +145,7 @@ def run(targets: Annotated[Optional[list[str]], typer.Argument(help="Stages to b
     if parallel:
         if profile:
             _apply_profile(paths.PARAMS_FILE, overrides)
-            typer.echo(f"$ dvc exp run {shlex.join(overrides)}  # as params.yaml now holds them", err=True)
+            typer.echo(f"$ dvc exp run {shlex.join(_set_params(overrides))}  # as params.yaml now holds them", err=True)
         typer.echo(f"$ {shlex.join(cmd)}  # stages side by side on {jobs} cores: dvc --wait-for-lock repro "
                    "--single-item STAGE" + ("; then dvc exp save" if profile else ""), err=True)
     else:
