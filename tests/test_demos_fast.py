@@ -219,6 +219,46 @@ def test_parse_memo_hands_out_copies_and_stays_bounded():
     assert calls == ["a", "b", "c", "a"]
 
 
+def test_parse_memo_shares_the_results_of_the_shared_rules():
+    memo = textworld_fast._ParseMemo(lambda text, rule_name=None: [["predicate", text]], shared=frozenset({"q"}))
+    first, second = memo("a", rule_name="q"), memo("a", rule_name="q")
+    assert first == second and first is not second and first[0] is second[0]  # a new list of the same objects
+    first.append("changed by the caller")
+    assert memo("a", rule_name="q") == [["predicate", "a"]]
+    assert memo("a", rule_name="other")[0] is not memo("a", rule_name="other")[0]  # any other rule: copies
+
+
+def test_a_game_builds_one_initial_state_for_load_and_its_first_reset(metadata_dir, planner, tasks_by_type,
+                                                                     monkeypatch):
+    """TextWorld builds a ``PddlState`` in ``load`` and another in ``reset``; the engine gives the first ``reset``
+    the untouched one ``load`` built, and any later ``reset`` a new one -- and plays the fresh game either way."""
+    from textworld.envs.pddl import logic as pddl_logic
+
+    built = []
+    original = pddl_logic.PddlState.__init__
+
+    def spy(self, *args, **kwargs):
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pddl_logic.PddlState, "__init__", spy)
+    task = tasks_by_type["pick_and_place_simple"]
+    problem, commands = _problem(metadata_dir, task), _commands(metadata_dir, planner, task)
+    games = GameEngine()
+    game = games.load(problem, task["instruction"])
+    assert len(built) == 1
+    game.reset()
+    assert len(built) == 1 and game.env._pddl_state is built[0]
+    for i, command in enumerate(commands, 1):
+        game.step(command, i)
+    assert game.won()
+    game.reset()  # after play: a new state, back at the start
+    assert len(built) == 2 and not game.won()
+    monkeypatch.setattr(pddl_logic.PddlState, "__init__", original)
+    assert engine_trace(games, problem, task["instruction"], commands) == \
+        fresh_trace(problem, task["instruction"], commands)
+
+
 @pytest.mark.parametrize("sentence", ["Put a clean apple in the fridge.", "Examine the mug with the desklamp, then stop.",
                                       "Look at #look# then {o.name}."])
 def test_grammar_template_parse_equals_the_full_document_parse(sentence):

@@ -239,6 +239,43 @@ def test_background_is_drawn_once_per_scene(kitchen, monkeypatch):
     assert cached.background_builds == 3
 
 
+def test_a_state_drawn_before_gets_the_bytes_encoded_then(kitchen, monkeypatch):
+    """Demonstrations of one scene instance start from the same state and often take the same first steps: the
+    renderer keeps the PNG of each (layout, state) it encoded, and the same pair gets the same bytes without being
+    drawn again; any other state (another step number included) is drawn."""
+    from tasks.muep.render import schematic
+
+    meta, layout = kitchen
+    drawn = []
+    original = SchematicRenderer.draw
+
+    def spy(self, scene, state):
+        drawn.append(state.step)
+        return original(self, scene, state)
+
+    monkeypatch.setattr(SchematicRenderer, "draw", spy)
+    cached, plain = build_renderer("schematic"), build_renderer("schematic", cache_background=False)
+    states = [_state(meta), _state(meta, opened={"fridge 1"}, step=1, last_action="open fridge 1"),
+              _state(meta, opened={"fridge 1"}, step=2, last_action="open fridge 1")]
+    first = [cached.render(layout, s) for s in states]
+    assert drawn == [3, 1, 2] and len(set(first)) == 3
+    again = [cached.render(layout, _state(meta)), cached.render(layout, states[1])]  # equal states, new objects
+    assert again == first[:2] and drawn == [3, 1, 2]
+    assert [plain.render(layout, s) for s in states] == first  # what drawing every time gives
+    _, bedroom = _scene(301)
+    cached.render(bedroom, states[0])  # the same state in another scene is another picture
+    assert drawn[-1] == 3 and len(drawn) == 7
+
+    monkeypatch.setattr(schematic, "PICTURE_CACHE", 2)
+    small = build_renderer("schematic")
+    for s in states:
+        small.render(layout, s)
+    assert len(small._encoded) == 2  # bounded: the oldest goes
+    drawn.clear()
+    small.render(layout, states[0])
+    assert drawn == [3]
+
+
 @pytest.mark.parametrize("floorplan", [1, 30, 210, 301, 401])
 def test_boxes_fit_without_overlap(floorplan):
     """Every receptacle box lies inside the map and no two overlap -- also in the densest kitchen (FloorPlan30)."""

@@ -304,6 +304,7 @@ class GameEngine:
         self._games = 0
         self._current_sas: tuple[int, tuple[object, str]] | None = None  # (game number, its translation)
         self._fallback: tuple[tuple[str, str], tuple[object, str]] | None = None
+        self._pristine: tuple[int, object] | None = None  # (game number, the state its load built, untouched)
 
     def expect(self, problems: Iterable[Problem]) -> None:
         """Announce games to come: each scene instance is translated once with all the goals announced for it."""
@@ -328,12 +329,23 @@ class GameEngine:
         game_no = self._games
         with self._running(game_no):
             self._env.load(data)
+        self._pristine = (game_no, self._env._pddl_state)  # noqa: SLF001 - what the first reset can have as is
         return _game(self._env, problem, grammar, lambda: self._running(game_no))
 
     def _running(self, game_no: int) -> AbstractContextManager:
         if self._current is None or self._current[0] != game_no:
             raise RuntimeError("this game was replaced by a later one of the same GameEngine")
-        return textworld_fast.patched(self._pddl2sas, self._grammar)
+        return textworld_fast.patched(self._pddl2sas, self._grammar, self._pddl_state)
+
+    def _pddl_state(self, build: Callable, downward_lib, pddl_problem: str, logic):
+        """What TextWorld gets for ``PddlState(...)`` while a game runs: the state the current game's ``load``
+        built, once, if it is of this problem and nothing has used it since; else a new one (``build``)."""
+        pristine, self._pristine = self._pristine, None
+        if self._current is not None and pristine is not None and pristine[0] == self._current[0]:
+            state = pristine[1]
+            if state.downward_lib is downward_lib and state.pddl_problem == pddl_problem and state._logic is logic:  # noqa: SLF001
+                return state
+        return build(downward_lib, pddl_problem, logic)
 
     def _pddl2sas(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
         """What TextWorld gets for ``fast_downward.pddl2sas`` while a game runs. The plain task also serves the

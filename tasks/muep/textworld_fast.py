@@ -15,7 +15,8 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    section naming only its own derived variable. The game checks ``won`` with Fast Downward's own axioms, as it
    would for a freshly translated problem; the other goals' axioms are evaluated but never asked.
 2. **Memoised grammar parses**: TatSu parses in TextWorld are pure functions of the text; the results are cached
-   (LRU) and every call gets a deep copy, because TextWorld later sets contexts on the parsed symbols.
+   (LRU) and every call gets a deep copy, because TextWorld later sets contexts on the parsed symbols -- but a
+   conjunctive query's predicates, which nothing changes, are shared.
 3. **Light derivation contexts**: TextWorld's ``textgen.copy_context`` deep-copies the ``variables`` and
    ``mapping`` dicts of a context so that a query can extend the copy. The values (``EntityInfo``, ``Placeholder``,
    ``Variable``) are only read while deriving text: ALFWorld's grammar evaluates only attribute reads such as
@@ -25,6 +26,11 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    document per game (~30 ms). The template is parsed once; a game gets a deep copy with the ``task`` rule built
    by TextWorld's own ``ContextSensitiveGrammar.parse`` from the game's sentence. Sentences with characters that
    could change how the document itself parses (quotes, backslashes, grammar syntax) take the full parse.
+5. **One initial state per game**: ``PddlEnv.load`` builds a ``PddlState`` (to list the game's entities) and
+   ``reset`` builds another of the same problem (loading the SAS task into Fast Downward's library twice, reading
+   every atom of the initial state back twice). Nothing runs between the two, so the first ``reset`` after a load
+   gets the state ``load`` built, untouched (:meth:`tasks.muep.textworld_env.GameEngine._pddl_state`); every later
+   ``reset`` builds a new one, as TextWorld does.
 
 These replace module attributes of TextWorld and Fast Downward (monkeypatching), so they are used only with the
 versions they were written and tested against (:data:`PINNED`); with any other version :func:`unsupported` says
@@ -143,10 +149,12 @@ def argv_guard() -> Iterator[None]:
 
 
 class _ParseMemo:
-    """An LRU cache in front of one TatSu ``_parse_and_convert`` function; every caller gets its own deep copy."""
+    """An LRU cache in front of one TatSu ``_parse_and_convert`` function; every caller gets its own deep copy --
+    except for the rules in ``shared``, whose results are lists of values nobody changes (TextWorld's ``Predicate``s
+    of a conjunctive query, read-only once built): a caller gets a new list of the same objects."""
 
-    def __init__(self, parse: Callable, size: int = PARSE_CACHE_SIZE) -> None:
-        self.parse, self.size = parse, size
+    def __init__(self, parse: Callable, size: int = PARSE_CACHE_SIZE, shared: frozenset[str] = frozenset()) -> None:
+        self.parse, self.size, self.shared = parse, size, shared
         self.results: OrderedDict[tuple, object] = OrderedDict()
         self.hits = self.misses = 0
 
@@ -160,6 +168,8 @@ class _ParseMemo:
             self.results[key] = self.parse(*args, **kwargs)
             if len(self.results) > self.size:
                 self.results.popitem(last=False)
+        if kwargs.get("rule_name") in self.shared:
+            return list(self.results[key])
         return copy.deepcopy(self.results[key])
 
 
@@ -174,7 +184,8 @@ def _memos() -> tuple[_ParseMemo, _ParseMemo]:
     import textworld.logic as logic
     from textworld.envs.pddl import textgen
 
-    return _ParseMemo(logic._parse_and_convert), _ParseMemo(textgen._parse_and_convert)  # noqa: SLF001
+    return (_ParseMemo(logic._parse_and_convert, shared=frozenset({"conjunctiveQuery"})),  # noqa: SLF001
+            _ParseMemo(textgen._parse_and_convert))  # noqa: SLF001
 
 
 class GrammarTemplate:
@@ -205,10 +216,12 @@ class GrammarTemplate:
 
 
 @contextmanager
-def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None = None) -> Iterator[None]:
+def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None = None,
+            state: Callable | None = None) -> Iterator[None]:
     """Inside: Fast Downward's ``pddl2sas`` is ``pddl2sas`` (the engine's translation lookup), TextWorld's grammar
-    parses are memoised, its derivation contexts light, and ``grammar`` = (document, template, sentence) is parsed
-    from its template. Everything is put back on exit."""
+    parses are memoised, its derivation contexts light, ``grammar`` = (document, template, sentence) is parsed
+    from its template, and ``state(PddlState, *args)`` (if given) makes TextWorld's ``PddlState(*args)`` (the engine
+    hands a game's first ``reset`` the untouched state its ``load`` built: mechanism 5). Everything is put back on exit."""
     reason = unsupported()
     if reason:
         raise RuntimeError(f"the TextWorld speed-ups cannot be used: {reason}")
@@ -228,6 +241,9 @@ def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None
     swaps = [(fast_downward, "pddl2sas", pddl2sas), (logic, "_parse_and_convert", logic_memo),
              (textgen, "_parse_and_convert", textgen_memo), (textgen, "copy_context", _light_copy_context),
              (pddl_logic, "_parse_and_convert", document_parse)]
+    if state is not None:
+        build = pddl_logic.PddlState
+        swaps.append((pddl_logic, "PddlState", lambda *args: state(build, *args)))
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     for module, name, value in swaps:
         setattr(module, name, value)
