@@ -259,6 +259,48 @@ def test_a_game_builds_one_initial_state_for_load_and_its_first_reset(metadata_d
         fresh_trace(problem, task["instruction"], commands)
 
 
+def test_fixed_texts_are_derived_once_per_scene_and_are_the_fresh_game_s(metadata_dir, planner, tasks_by_type):
+    """Command texts that read only facts no action changes are derived once for the games of a scene instance:
+    the second game of a scene finds its commands derived, and both play exactly as freshly built games."""
+    by_scene: dict[str, list[dict]] = {}
+    for task in tasks_by_type.values():
+        by_scene.setdefault(task["scene"], []).append(task)
+    first, second = next(tasks for tasks in by_scene.values() if len(tasks) > 1)[:2]
+    games = GameEngine()
+    traces = []
+    for task in (first, second):
+        problem, commands = _problem(metadata_dir, task), _commands(metadata_dir, planner, task)
+        game = games.load(problem, task["instruction"])
+        texts = games._texts[1]
+        game.reset()
+        if task is second:
+            assert texts.hits > 0  # the first game's command texts, reused at the second's first step
+        trace = [_snapshot(game.env)]
+        for i, command in enumerate(commands, 1):
+            step = game.step(command, i)
+            trace.append(_snapshot(game.env) | {"valid": step.valid})
+        traces.append((trace, fresh_trace(problem, task["instruction"], commands)))
+    assert all(fast == fresh for fast, fresh in traces)
+    assert texts.fixed["go to [{r.name | receptacleatlocation(r:receptacle, lend:location)}]"]
+    assert not texts.fixed["#GotoLocation.feedback#"]  # what the agent sees there changes
+
+
+def test_only_texts_of_unchanging_facts_and_plain_reads_are_fixed(metadata_dir, tasks_by_type):
+    task = tasks_by_type["pick_and_place_simple"]
+    games = GameEngine()
+    games.load(_problem(metadata_dir, task), task["instruction"]).reset()
+    texts = games._texts[1]
+    changing = texts.changing
+    assert {"atlocation", "holds", "opened", "inreceptacle"} <= changing and "receptacleatlocation" not in changing
+    assert any(name.startswith("new-axiom@") for name in changing)  # derived predicates change with the state
+    with textworld_fast.patched(games._pddl2sas, games._grammar):
+        assert texts._is_fixed("take {o} from {r}")
+        assert texts._is_fixed("[{r.name | receptacleatlocation(r:receptacle, lend:location)}]")
+        assert not texts._is_fixed("[{o.name | inreceptacle(o:object, r:receptacle)}]")  # objects move
+        assert not texts._is_fixed("{o.name.upper()}")  # a call, not a plain read
+        assert not texts._is_fixed("#no_such_rule#")
+
+
 @pytest.mark.parametrize("sentence", ["Put a clean apple in the fridge.", "Examine the mug with the desklamp, then stop.",
                                       "Look at #look# then {o.name}."])
 def test_grammar_template_parse_equals_the_full_document_parse(sentence):

@@ -305,6 +305,8 @@ class GameEngine:
         self._current_sas: tuple[int, tuple[object, str]] | None = None  # (game number, its translation)
         self._fallback: tuple[tuple[str, str], tuple[object, str]] | None = None
         self._pristine: tuple[int, object] | None = None  # (game number, the state its load built, untouched)
+        self._texts: tuple[int, textworld_fast.FixedTexts] | None = None  # the current game's fixed texts
+        self._scene_texts: OrderedDict[tuple, dict[tuple, str]] = OrderedDict()  # their store, per scene instance
 
     def expect(self, problems: Iterable[Problem]) -> None:
         """Announce games to come: each scene instance is translated once with all the goals announced for it."""
@@ -330,12 +332,25 @@ class GameEngine:
         with self._running(game_no):
             self._env.load(data)
         self._pristine = (game_no, self._env._pddl_state)  # noqa: SLF001 - what the first reset can have as is
+        shared = (scene_key(problem), problem.id_order, grammar)  # games whose fixed texts are the same
+        texts = self._scene_texts.pop(shared, None) or {}
+        self._scene_texts[shared] = texts
+        while len(self._scene_texts) > self.scenes:
+            self._scene_texts.popitem(last=False)
+        changing = textworld_fast.changing_predicates(self._env._pddl_state.task)  # noqa: SLF001
+        self._texts = (game_no, textworld_fast.FixedTexts(self._env._logic.grammar, changing, texts))  # noqa: SLF001
         return _game(self._env, problem, grammar, lambda: self._running(game_no))
 
     def _running(self, game_no: int) -> AbstractContextManager:
         if self._current is None or self._current[0] != game_no:
             raise RuntimeError("this game was replaced by a later one of the same GameEngine")
-        return textworld_fast.patched(self._pddl2sas, self._grammar, self._pddl_state)
+        return textworld_fast.patched(self._pddl2sas, self._grammar, self._pddl_state, self._fixed_texts)
+
+    def _fixed_texts(self) -> textworld_fast.FixedTexts | None:
+        """The current game's :class:`~tasks.muep.textworld_fast.FixedTexts` (None while it loads)."""
+        if self._texts is None or self._current is None or self._texts[0] != self._current[0]:
+            return None
+        return self._texts[1]
 
     def _pddl_state(self, build: Callable, downward_lib, pddl_problem: str, logic):
         """What TextWorld gets for ``PddlState(...)`` while a game runs: the state the current game's ``load``

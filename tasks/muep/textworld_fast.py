@@ -31,6 +31,10 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    every atom of the initial state back twice). Nothing runs between the two, so the first ``reset`` after a load
    gets the state ``load`` built, untouched (:meth:`tasks.muep.textworld_env.GameEngine._pddl_state`); every later
    ``reset`` builds a new one, as TextWorld does.
+6. **Texts that cannot change, derived once per scene instance** (:class:`FixedTexts`): the command text of an
+   action whose template reads only the action's entities and facts no action changes (``go to`` lists the
+   receptacles at a location) is derived the first time a game of the scene asks for it, not at every step of
+   every game.
 
 These replace module attributes of TextWorld and Fast Downward (monkeypatching), so they are used only with the
 versions they were written and tested against (:data:`PINNED`); with any other version :func:`unsupported` says
@@ -215,13 +219,118 @@ class GrammarTemplate:
         return actions, grammar
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# 6. Texts that cannot change during a game
+
+
+_PLAIN_EXPRESSION = re.compile(r"\s*[A-Za-z_][\w.]*(\s+or\s+[A-Za-z_][\w.]*)*\s*")  # "r.name", "r.name or r.id"
+
+
+def _entity(info) -> tuple:
+    """Everything a text can read of an entity (TextWorld's ``EntityInfo``: id, type, name, articles ...)."""
+    values = (getattr(info, name, None) for name in getattr(type(info), "__slots__", ()))
+    return (type(info).__name__, *(tuple(v) if isinstance(v, list) else v for v in values))
+
+
+def changing_predicates(task) -> frozenset[str]:
+    """The predicates whose facts can change during a game of Fast Downward's ``task``: those some action's effect
+    sets or clears, and the derived ones (axioms). Every other predicate keeps its initial facts."""
+    changing = {effect.literal.predicate for action in task.actions for effect in action.effects}
+    changing |= {axiom.name for axiom in task.axioms}
+    return frozenset(str(name).lower() for name in changing)
+
+
+class FixedTexts:
+    """The texts of one game that TextWorld re-derives at every step although they cannot change: the command of
+    each admissible action (``_gather_infos`` derives one per action, every step: a quarter of a demonstration's
+    time). A derivation's text is a function of its symbols, the action's variables (entity names, fixed once the
+    game is loaded) and the facts its conditions and queries read. When none of those facts can change
+    (:func:`changing_predicates`), the same start symbol with the same variables gives the same text all game long:
+    it is derived once. Anything else (feedback, the intro, a symbol whose expansion reads a changing fact, or an
+    expression other than attribute reads) is derived every time, as TextWorld does. One instance per game; the
+    texts themselves are kept per scene instance (``texts``)."""
+
+    def __init__(self, grammar, changing: frozenset[str], texts: dict[tuple, str] | None = None) -> None:
+        """``texts``: where the derived texts are kept, shared by the games of one scene instance (their fixed
+        facts are the same: their problems differ only in the goal) and one grammar version."""
+        self.grammar, self.changing = grammar, changing
+        self.fixed: dict[str, bool] = {}
+        self.texts: dict[tuple, str] = {} if texts is None else texts
+        self.hits = 0
+
+    def derive(self, original: Callable, grammar, start: str, context: dict | None = None, **kwargs) -> str:
+        context = {} if context is None else context
+        if grammar is not self.grammar or kwargs or not self._is_fixed(start):
+            return original(grammar, start, context, **kwargs)
+        key = (start, tuple(sorted((name, _entity(info)) for name, info in context.get("variables", {}).items())),
+               tuple(sorted((str(ph), str(var)) for ph, var in context.get("mapping", {}).items())))
+        text = self.texts.get(key)
+        if text is None:
+            text = self.texts[key] = original(grammar, start, context)
+        else:
+            self.hits += 1
+        return text
+
+    def _is_fixed(self, start: str) -> bool:
+        if start not in self.fixed:
+            from textworld.envs.pddl import textgen
+
+            try:
+                self.fixed[start] = self._symbols_fixed(textgen._parse_and_convert(start, rule_name="symbols"), set())  # noqa: SLF001
+            except Exception:  # noqa: BLE001 - whatever TextWorld makes of it, it makes every time
+                self.fixed[start] = False
+        return self.fixed[start]
+
+    def _query_fixed(self, query: str) -> bool:
+        import textworld.logic as logic
+
+        rule = logic.Rule.parse_conjunctive_query(query)
+        return all(pred.name.lower() not in self.changing for pred in rule.preconditions)
+
+    def _symbols_fixed(self, symbols, expanding: set[str]) -> bool:
+        from textworld.envs.pddl import textgen
+
+        for symbol in symbols:
+            if isinstance(symbol, textgen.TerminalSymbol):
+                continue
+            if isinstance(symbol, textgen.EvalSymbol):
+                if not _PLAIN_EXPRESSION.fullmatch(symbol.expression):
+                    return False
+            elif isinstance(symbol, textgen.ListSymbol):  # its items, joined by the list rules
+                if not self._symbols_fixed([symbol.symbol], expanding) or not all(
+                        self._rule_fixed(name, expanding)
+                        for name in ("list_empty", "list_separator", "list_last_separator")):
+                    return False
+            elif isinstance(symbol, textgen.ConditionalSymbol):
+                if (symbol.given and not self._query_fixed(symbol.given)) or \
+                        not self._symbols_fixed([symbol.expression], expanding):
+                    return False
+            elif isinstance(symbol, textgen.NonterminalSymbol):
+                if not self._rule_fixed(str(symbol), expanding):
+                    return False
+            else:
+                return False
+        return True
+
+    def _rule_fixed(self, name: str, expanding: set[str]) -> bool:
+        if name in expanding:  # a recursive rule: not worth proving
+            return False
+        rules = self.grammar._rules.get(name)  # noqa: SLF001
+        if not rules:
+            return False
+        inner = expanding | {name}
+        return all((not rule.condition or self._query_fixed(rule.condition)) and self._symbols_fixed(rule.rhs, inner)
+                   for rule in rules)
+
+
 @contextmanager
 def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None = None,
-            state: Callable | None = None) -> Iterator[None]:
+            state: Callable | None = None, texts: Callable[[], FixedTexts | None] | None = None) -> Iterator[None]:
     """Inside: Fast Downward's ``pddl2sas`` is ``pddl2sas`` (the engine's translation lookup), TextWorld's grammar
     parses are memoised, its derivation contexts light, ``grammar`` = (document, template, sentence) is parsed
-    from its template, and ``state(PddlState, *args)`` (if given) makes TextWorld's ``PddlState(*args)`` (the engine
-    hands a game's first ``reset`` the untouched state its ``load`` built: mechanism 5). Everything is put back on exit."""
+    from its template, ``state(PddlState, *args)`` (if given) makes TextWorld's ``PddlState(*args)`` (the engine
+    hands a game's first ``reset`` the untouched state its ``load`` built: mechanism 5), and ``texts()`` (if given)
+    is the current game's :class:`FixedTexts` (mechanism 6), or None. Everything is put back on exit."""
     reason = unsupported()
     if reason:
         raise RuntimeError(f"the TextWorld speed-ups cannot be used: {reason}")
@@ -244,6 +353,16 @@ def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None
     if state is not None:
         build = pddl_logic.PddlState
         swaps.append((pddl_logic, "PddlState", lambda *args: state(build, *args)))
+    if texts is not None:
+        plain_derive = textgen.ContextSensitiveGrammar.derive
+
+        def derive(self, start, context={}, **kwargs):  # noqa: B006 - TextWorld's signature
+            fixed = texts()
+            if fixed is None:
+                return plain_derive(self, start, context, **kwargs)
+            return fixed.derive(plain_derive, self, start, context, **kwargs)
+
+        swaps.append((textgen.ContextSensitiveGrammar, "derive", derive))
     saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
     for module, name, value in swaps:
         setattr(module, name, value)
