@@ -23,8 +23,9 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    ``{o.name}`` or ``{r.name or r.id}``. New dicts with the same values give the same text at a fraction of the cost.
 4. **One grammar document parse per grammar version** (:class:`GrammarTemplate`): a game's grammar is
    ``alfred.twl2`` with one sentence (the goal placeholder of the rule ``task``) replaced; TatSu parses the whole
-   document per game (~30 ms). The template is parsed once; a game gets a deep copy with the ``task`` rule built
-   by TextWorld's own ``ContextSensitiveGrammar.parse`` from the game's sentence. Sentences with characters that
+   document per game (~30 ms). The template is parsed once; a game gets new containers of its (read-only) actions
+   and rules, with the ``task`` rule built by TextWorld's own ``ContextSensitiveGrammar.parse`` from the game's
+   sentence. Sentences with characters that
    could change how the document itself parses (quotes, backslashes, grammar syntax) take the full parse.
 5. **One initial state per game**: ``PddlEnv.load`` builds a ``PddlState`` (to list the game's entities) and
    ``reset`` builds another of the same problem (loading the SAS task into Fast Downward's library twice, reading
@@ -213,10 +214,15 @@ class GrammarTemplate:
             return parse(self.template.replace(self.placeholder, sentence), rule_name="pddlStart")
         if self._parsed is None:
             self._parsed = parse(self.template, rule_name="pddlStart")
-        actions, grammar = copy.deepcopy(self._parsed)
+        # New containers holding the template's parsed actions and rules: TextWorld only reads those (a derivation
+        # deep-copies a rule's symbols before it gives them a context), so every game can share them.
+        actions, template = self._parsed
+        grammar = ContextSensitiveGrammar()
+        for name, rules in template._rules.items():  # noqa: SLF001
+            grammar._rules[name] = list(rules)  # noqa: SLF001
         rule = {self.rule: [{"rhs": self.rhs.replace(self.placeholder, sentence)}]}
         grammar._rules[self.rule] = ContextSensitiveGrammar.parse(json.dumps(rule))._rules[self.rule]  # noqa: SLF001
-        return actions, grammar
+        return dict(actions), grammar
 
 
 # --------------------------------------------------------------------------------------------------------------------
