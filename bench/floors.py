@@ -878,6 +878,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile and args.from_run:
         parser.error("--from-run takes the run's own params: leave out --profile")
     parts = set(args.only.split(","))
+    known = {"muep", "robot", "roboscript-perception", "roboscript-shapes"}
+    if not parts <= known:
+        parser.error(f"--only {args.only}: {', '.join(sorted(parts - known))} is not one of {', '.join(sorted(known))}")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     load_start = "/".join(f"{x:.1f}" for x in os.getloadavg())
     run = args.from_run.resolve() if args.from_run else None

@@ -89,6 +89,12 @@ def test_a_count_without_its_primitive_is_refused(floors):
         floors.compose(sf.counts, sf.prims)
 
 
+def test_an_unknown_part_is_named_before_any_work(floors, capsys):
+    with pytest.raises(SystemExit):
+        floors.main(["--only", "muep-demos"])
+    assert "--only muep-demos: muep-demos is not one of" in capsys.readouterr().err
+
+
 def test_the_run_cost_per_unit_and_its_counts(floors, tmp_path):
     run = _run_folder(tmp_path)
     params = floors.load_bench_params(tmp_path, None, run)
