@@ -61,7 +61,6 @@ def _snapshot(env) -> dict:
 
 def fresh_trace(problem: Problem, instruction: str, commands: list[str]) -> list[dict]:
     """The reference: TextWorld exactly as shipped (a new PddlEnv, its own four translations, no memo, no patch)."""
-    import fast_downward
     import textworld
     from textworld.envs.pddl import PddlEnv
 
@@ -78,7 +77,9 @@ def fresh_trace(problem: Problem, instruction: str, commands: list[str]) -> list
             valid = command in env.state["_valid_commands"]
             env.step(command)
             trace.append(_snapshot(env) | {"valid": valid})
-    fast_downward.close_lib(env.downward_lib)  # PddlEnv never unloads its copy of the library (~4 MB)
+    # PddlEnv never unloads its copy of Fast Downward's library (~4 MB). It is left loaded: unloading it here
+    # (fast_downward.close_lib) made a later load of a fresh copy crash the process (a segfault in dlopen when this
+    # module ran alone)
     return trace
 
 
