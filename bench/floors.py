@@ -859,6 +859,10 @@ def floors_table(floors: list[StageFloor], runs: dict[str, dict | None]) -> str:
     return muep_demos._format(headers, rows) + "\n" + "\n".join(lines)
 
 
+#: The robot stages with a floor (``--only`` takes each by name, or both as ``robot``).
+ROBOT_STAGES = ("roboscript-perception", "roboscript-shapes")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default=None, help="a profile (profiles/<name>.yaml) for the params")
@@ -878,7 +882,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile and args.from_run:
         parser.error("--from-run takes the run's own params: leave out --profile")
     parts = set(args.only.split(","))
-    known = {"muep", "robot", "roboscript-perception", "roboscript-shapes"}
+    known = {"muep", "robot", *ROBOT_STAGES}
     if not parts <= known:
         parser.error(f"--only {args.only}: {', '.join(sorted(parts - known))} is not one of {', '.join(sorted(known))}")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -895,7 +899,7 @@ def main(argv: list[str] | None = None) -> int:
             demos, records, warm = demos_floor(params, data, selected, picked, test_picked, args.repeat, args.ops,
                                                tmp)
             floors += [demos, eval_floor(params, data, records, test_picked, args.repeat, args.ops, tmp, warm)]
-        for stage in ("roboscript-perception", "roboscript-shapes"):
+        for stage in ROBOT_STAGES:
             if "robot" in parts or stage in parts:
                 print(f"{stage} sample ...", file=sys.stderr)
                 floors.append(robot_floor(stage, params, args.objects, args.robot_repeats, args.repeat, args.ops))
