@@ -256,6 +256,46 @@ def test_a_game_builds_one_initial_state_for_load_and_its_first_reset(metadata_d
     assert len(built) == 2 and not game.won()  # (its play equals the fresh game's: test_engine_game_is_the_fresh_game)
 
 
+def test_later_games_of_a_scene_take_its_initial_facts_and_build_textworld_s_state(metadata_dir, planner,
+                                                                                   tasks_by_type, engine, monkeypatch):
+    """Mechanism 7: the initial state's facts are read back from Fast Downward once per scene translation; a later
+    game's state, built with them, is TextWorld's own ``PddlState`` of that problem -- the same facts, added in the
+    same order (so every set iterates alike), the same variables -- and its game plays as a freshly built one."""
+    from textworld.envs.pddl import logic as pddl_logic
+
+    reads = []
+    read = textworld_fast.initial_facts
+    monkeypatch.setattr(textworld_fast, "initial_facts", lambda state: reads.append(state) or read(state))
+    by_scene: dict[str, list[dict]] = {}
+    for task in tasks_by_type.values():
+        by_scene.setdefault(task["scene"], []).append(task)
+    first, second = next(tasks for tasks in by_scene.values() if len(tasks) > 1)[:2]
+    engine.load(_problem(metadata_dir, first), first["instruction"]).reset()
+    assert engine._translation(_problem(metadata_dir, first), _problem(metadata_dir, first).adl_goal()).initial
+    before = len(reads)
+    problem, commands = _problem(metadata_dir, second), _commands(metadata_dir, planner, second)
+    game = engine.load(problem, second["instruction"])
+    assert len(reads) == before  # the scene's facts, not a new read
+    state = game.env._pddl_state
+    build = pddl_logic.PddlState
+    with engine._running(engine._current[0]):  # the same translation (pddl2sas), built by TextWorld in full
+        plain = build(state.downward_lib, state.pddl_problem, state._logic)
+
+    def layout(s) -> tuple:
+        return ({k: list(v) for k, v in s._facts.items()}, dict(s._vars_by_name),
+                {k: list(v) for k, v in s._vars_by_type.items()}, dict(s._var_counts), s.name2type)
+
+    assert layout(state) == layout(plain) and state.downward_lib is plain.downward_lib
+    game.reset()
+    trace = [_snapshot(game.env)]
+    for i, command in enumerate(commands, 1):
+        step = game.step(command, i)
+        trace.append(_snapshot(game.env) | {"valid": step.valid})
+    assert trace == fresh_trace(problem, second["instruction"], commands) and trace[-1]["won"]
+    game.reset()  # a reset after play builds its state from the kept facts too: back at the start
+    assert len(reads) == before and _snapshot(game.env) == trace[0]
+
+
 def test_fixed_texts_are_derived_once_per_scene_and_are_the_fresh_game_s(metadata_dir, planner, tasks_by_type, engine):
     """Command texts that read only facts no action changes are derived once for the games of a scene instance:
     the second game of a scene finds its commands derived, and plays exactly as a freshly built game. (The module's

@@ -354,13 +354,23 @@ class GameEngine:
 
     def _pddl_state(self, build: Callable, downward_lib, pddl_problem: str, logic):
         """What TextWorld gets for ``PddlState(...)`` while a game runs: the state the current game's ``load``
-        built, once, if it is of this problem and nothing has used it since; else a new one (``build``)."""
+        built, once, if it is of this problem and nothing has used it since; else a new one (``build``), which for
+        the current game's problem takes its initial facts from the first state of its scene translation
+        (mechanism 7 of :mod:`tasks.muep.textworld_fast`)."""
         pristine, self._pristine = self._pristine, None
         if self._current is not None and pristine is not None and pristine[0] == self._current[0]:
             state = pristine[1]
             if state.downward_lib is downward_lib and state.pddl_problem == pddl_problem and state._logic is logic:  # noqa: SLF001
                 return state
-        return build(downward_lib, pddl_problem, logic)
+        if self._current is None or pddl_problem != self._current[1] or logic.domain != _domain():
+            return build(downward_lib, pddl_problem, logic)
+        problem = self._current[2]
+        translation = self._translation(problem, problem.adl_goal())  # the one its pddl2sas gets (_pddl2sas)
+        if translation.initial is None:  # the first state of this translation reads the initial state back
+            state = build(downward_lib, pddl_problem, logic)
+            translation.initial = textworld_fast.initial_facts(state)
+            return state
+        return textworld_fast.state_with_facts(build, translation.initial, downward_lib, pddl_problem, logic)
 
     def _pddl2sas(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
         """What TextWorld gets for ``fast_downward.pddl2sas`` while a game runs. The plain task also serves the

@@ -36,6 +36,13 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    action whose template reads only the action's entities and facts no action changes (``go to`` lists the
    receptacles at a location) is derived the first time a game of the scene asks for it, not at every step of
    every game.
+7. **One read of the initial state per scene instance** (:func:`initial_facts`, :func:`state_with_facts`): a new
+   ``PddlState`` loads its game's SAS task into Fast Downward's library, then reads every atom of the initial state
+   back and parses each into a fact (~10 ms of its ~20 ms for a 30-receptacle scene). The SAS texts of a scene
+   translation's games differ only in their goal section, so that initial state is the same for all of them: the
+   facts are read once per translation, and a later game's state is built by TextWorld's own ``PddlState``
+   constructor with the library answering "no atoms" to that one read, then given the kept facts by the same
+   ``add_facts`` call, in the same order, that the constructor would have made.
 
 These replace module attributes of TextWorld and Fast Downward (monkeypatching), so they are used only with the
 versions they were written and tested against (:data:`PINNED`); with any other version :func:`unsupported` says
@@ -52,7 +59,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
 
@@ -85,6 +92,8 @@ class SceneTranslation:
     task: object                     # Fast Downward's normalised Python task (TextWorld reads objects, types, init)
     sas: str                         # the SAS text; its goal section asks for every goal at once
     goal_fact: dict[str, tuple[int, int]]  # ADL goal text -> (derived variable, value meaning "the goal holds")
+    #: The facts of the initial state every game of this translation starts from (mechanism 7), once read.
+    initial: tuple | None = field(default=None, compare=False, repr=False)
 
     def sas_for(self, goal: str) -> str:
         """The SAS text of the problem whose goal is ``goal``: only the goal section differs."""
@@ -137,6 +146,48 @@ def translate_scene(domain: str, problem_with_goal: Callable[[str], str], goals:
     if missing:
         raise ValueError(f"no SAS variable for the goal axiom(s) {missing}")
     return SceneTranslation(task, sas, {g: where[n] for g, n in zip(goals, names, strict=True)})
+
+
+def initial_facts(state) -> tuple:
+    """The facts a ``PddlState`` just built read back from Fast Downward's library for its initial state: the
+    library's current state, which nothing has changed since the constructor loaded the task."""
+    from textworld.envs.pddl.logic import Atom
+
+    lib = state.downward_lib
+    atoms = (Atom * lib.get_state_size())()
+    lib.get_state(atoms)
+    facts = (atom.get_fact(state.name2type) for atom in atoms)
+    return tuple(fact for fact in facts if not fact.is_negation)
+
+
+class _InitialStateKnown:
+    """Fast Downward's library as a ``PddlState`` constructor sees it in :func:`state_with_facts`: every call goes
+    to the library, except reading the initial state back, which gives no atoms."""
+
+    def __init__(self, lib) -> None:
+        self._lib = lib
+
+    def __getattr__(self, name: str):
+        return getattr(self._lib, name)
+
+    @staticmethod
+    def get_state_size() -> int:
+        return 0
+
+    @staticmethod
+    def get_state(atoms) -> None:
+        return None
+
+
+def state_with_facts(build: Callable, facts: tuple, downward_lib, pddl_problem: str, logic):
+    """``build(downward_lib, pddl_problem, logic)`` (TextWorld's ``PddlState``) for a problem whose initial state
+    has the facts ``facts`` (:func:`initial_facts` of a state of the same SAS task but for its goal): the
+    constructor runs as shipped -- the task loaded into the library, its types, names and ``init`` facts -- but
+    for reading the state back, and the facts are added as it would add them, after its ``init`` facts."""
+    state = build(_InitialStateKnown(downward_lib), pddl_problem, logic)
+    state.downward_lib = downward_lib
+    state.add_facts(facts)
+    return state
 
 
 @contextmanager
