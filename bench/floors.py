@@ -319,8 +319,9 @@ def demos_floor(params, data: Path, selected, picked: list[str], test_picked: li
             ctx = scene_context(settings.metadata_dir, task["scene"])
             renderer.begin_scene(ctx.layout)
             # a drawing, not a look-up: the renderer keeps the PNG of each (layout, state) it encoded, and a repeat of
-            # the same state would time the look-up (the stage's own hits are in its run cost, not in the floor)
-            forget = getattr(getattr(renderer, "_encoded", None), "clear", None)
+            # the same state would time the look-up (the stage's own hits are in its run cost, not in the floor); the
+            # text runs its fonts keep stay kept, as in a worker, where the same few hundred recur
+            forget = getattr(renderer, "forget_pictures", None)
             for state in [load().reset()[1], *states]:
                 sf.prim("render").add(timed(lambda s=state: renderer.render(ctx.layout, s), repeat, setup=forget))
     finally:
@@ -339,7 +340,8 @@ def eval_floor(params, data: Path, records: list, test_picked: list[str], repeat
     from tasks.muep.eval import episodes as eval_episodes
     from tasks.muep.eval.agents import AGENTS, AgentContext
     from tasks.muep.eval.env import EvalEnv, engine, for_protocol, pose
-    from tasks.muep.eval.harness import _SAVED_IMAGES, EvalSettings, _viewer_image, _viewer_renderer, run_batch
+    from tasks.muep.eval.harness import (EvalSettings, _viewer_image, _viewer_renderer, forget_saved_images,
+                                        run_batch)
     from tasks.muep.eval.protocol import PROTOCOLS
     from tasks.muep.eval.records import EpisodeSpec
     from tasks.muep.textworld_env import START_LOCATION, _domain, for_grammar
@@ -408,7 +410,7 @@ def eval_floor(params, data: Path, records: list, test_picked: list[str], repeat
                                                                              lambda a=action: env.step(a)),
                                    ("viewer image", lambda: _viewer_image(settings, env, viewer))):
                     if name == "viewer image":
-                        _SAVED_IMAGES.clear()  # a drawing and a save, not the look-up of a name saved before
+                        forget_saved_images()  # a drawing and a save, not the look-up of a name saved before
                     clock = time.perf_counter()
                     call()
                     if r:

@@ -389,3 +389,33 @@ def test_thor_teleports_and_opens_with_alfworld_ids(kitchen, monkeypatch):
         ("stop",),
     ]
     assert cabinet.thor_id != shifted
+
+
+def test_kept_text_runs_draw_the_pixels_freetype_draws(kitchen):
+    """The renderer's fonts keep each text run's bitmap and length (FreeType's layout was most of a drawing): the
+    pictures are the same bytes as with Pillow's plain font, for new runs, repeated runs, cut (ellipsis) runs and
+    runs at other sub-pixel offsets, at two picture sizes -- and the runs are kept, bounded."""
+    from PIL import ImageFont
+
+    from tasks.muep.render import schematic
+
+    meta, layout = kitchen
+    long_name = "a receptacle whose name is far too long for one footer line of the picture 1"
+    states = [_state(meta), _state(meta, step=4), _state(meta, holding="apple 2", step=5, last_action="take apple 2"),
+              _state(meta, agent_at=None, step=0, last_action=None),
+              _state(meta, opened={"fridge 1"}, step=6, last_action=f"open fridge 1 then {long_name}"),
+              _state(meta, step=3)]
+    for size in (160, 320):
+        kept = build_renderer("schematic", size=size)
+        plain = build_renderer("schematic", size=size, cache_background=False)
+        assert isinstance(kept._text_font, schematic.KeptRunsFont)
+        plain._text_font = ImageFont.load_default(size=kept._text_font.size)
+        plain._label_font = ImageFont.load_default(size=kept._label_font.size)
+        for _ in range(2):  # the second round draws from the kept runs
+            assert [kept.picture(layout, s).tobytes() for s in states] == \
+                   [plain.picture(layout, s).tobytes() for s in states]
+        assert 0 < len(kept._text_font._masks) <= schematic.GLYPH_RUNS
+    small = schematic.KeptRunsFont(ImageFont.load_default(size=12), kept=2)
+    for text in ("one", "two", "three", "one"):
+        small.getmask2(text, "L")
+    assert len(small._masks) == 2 and small.getlength("three") == ImageFont.load_default(size=12).getlength("three")

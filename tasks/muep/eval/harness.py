@@ -24,14 +24,14 @@ byte-for-byte reproducible.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import resource
 import sys
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from cachetools import LRUCache
 
 from core.errors import DataError
 from tasks.muep.eval.agents import AgentBudgetExhausted, AgentContext, build_agent
@@ -150,30 +150,31 @@ def _viewer_renderer(settings: EvalSettings, env: EvalEnv):
 
 #: The viewer images this process saved, by (folder, layout, state): the image is a function of the two, and both
 #: agents start an episode from the same state (a quarter of a paper-profile run's images were drawn before).
-_SAVED_IMAGES: OrderedDict[tuple, str] = OrderedDict()
 SAVED_IMAGES_KEPT = 4096
+_SAVED_IMAGES: LRUCache[tuple, str] = LRUCache(SAVED_IMAGES_KEPT)
+
+
+def forget_saved_images() -> None:
+    """Drop the names of the viewer images this process saved (the next one of any state is drawn and saved):
+    for measuring a drawing."""
+    _SAVED_IMAGES.clear()
 
 
 def _viewer_image(settings: EvalSettings, env: EvalEnv, renderer) -> str | None:
     """The viewer's image of the current state, saved once under ``images_dir``: its file name, or None."""
     if renderer is None:
         return None
+    from tasks.muep.render.schematic import state_key
     from tasks.viewer.pages import save_image
 
-    try:
-        key = (settings.images_dir, env.layout, json.dumps(env.state.to_json(), sort_keys=True))
-        hash(key)
-    except (TypeError, AttributeError):  # a layout built with lists: drawn every time
-        key = None
+    drawn = state_key(env.layout, env.state)
+    key = (settings.images_dir, *drawn) if drawn is not None else None
     name = _SAVED_IMAGES.get(key) if key is not None else None
     if name is not None and os.path.exists(os.path.join(settings.images_dir, name)):
-        _SAVED_IMAGES.move_to_end(key)
         return name
     name = save_image(settings.images_dir, env.picture(renderer))
     if key is not None:
         _SAVED_IMAGES[key] = name
-        while len(_SAVED_IMAGES) > SAVED_IMAGES_KEPT:
-            _SAVED_IMAGES.popitem(last=False)
     return name
 
 

@@ -37,6 +37,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+from cachetools import LRUCache
 from PIL import Image, ImageDraw, ImageFont, features
 
 from core.errors import ConfigError
@@ -96,10 +97,72 @@ SCENE_CACHE = 8    # scenes whose background is kept (about 0.3 MB each at 320x3
 PICTURE_CACHE = 1024
 
 
+#: Text runs (a string in one colour at one sub-pixel offset) whose bitmap and length a renderer's font keeps: the
+#: header, footer and labels repeat the same few hundred across the states of a scene; ~1 KB each
+GLYPH_RUNS = 4096
+
+
+class KeptRunsFont(ImageFont.FreeTypeFont):
+    """A FreeType font that keeps the bitmap (``getmask2``) and the advance (``getlength``) of each text run it
+    has rendered, by every argument Pillow passes: both are functions of those arguments, so a drawing gets the same
+    pixels; FreeType's layout and rasterisation were four fifths of a schematic drawing. Bitmaps that Pillow changes
+    after the call (colour fonts, mode ``RGBA``) are made anew each time."""
+
+    def __init__(self, font: ImageFont.FreeTypeFont, kept: int = GLYPH_RUNS) -> None:
+        super().__init__(io.BytesIO(font.font_bytes), size=font.size, index=font.index, encoding=font.encoding,
+                         layout_engine=font.layout_engine)
+        self._masks: LRUCache[tuple, tuple] = LRUCache(kept)
+        self._lengths: LRUCache[tuple, float] = LRUCache(kept)
+
+    @staticmethod
+    def _keep(store: LRUCache, key: tuple, make):
+        try:
+            found = store.get(key)
+        except TypeError:  # an unhashable argument: made, not kept
+            return make()
+        if found is None:
+            found = store[key] = make()
+        return found
+
+    def getmask2(self, text, mode="", direction=None, features=None, language=None, stroke_width=0, anchor=None,
+                 ink=0, start=None, *args, **kwargs):
+        def make():
+            return super(KeptRunsFont, self).getmask2(text, mode, direction, features, language, stroke_width, anchor,
+                                                      ink, start, *args, **kwargs)
+
+        if mode == "RGBA":
+            return make()
+        key = (text, mode, direction, _frozen(features), language, stroke_width, anchor, ink, start, args,
+               tuple(sorted(kwargs.items())))
+        return self._keep(self._masks, key, make)
+
+    def getlength(self, text, mode="", direction=None, features=None, language=None) -> float:
+        key = (text, mode, direction, _frozen(features), language)
+        return self._keep(self._lengths, key, lambda: super(KeptRunsFont, self).getlength(
+            text, mode, direction, features, language))
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def state_key(layout: SceneLayout, state: WorldState) -> tuple[SceneLayout, str] | None:
+    """What a schematic picture is a function of, as a dict key: the layout and the state's canonical JSON. None
+    for a layout built with lists instead of tuples (or a state without a JSON form): such a picture is drawn, not
+    kept."""
+    try:
+        key = (layout, json.dumps(state.to_json(), sort_keys=True))
+        hash(key)
+    except (TypeError, AttributeError):
+        return None
+    return key
+
+
 def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
-    """Pillow's embedded default font at ``size`` px (needs FreeType); its fixed bitmap font otherwise."""
+    """Pillow's embedded default font at ``size`` px (needs FreeType; keeping its text runs: :class:`KeptRunsFont`);
+    its fixed bitmap font otherwise."""
     if features.check("freetype2"):
-        return ImageFont.load_default(size=size)
+        return KeptRunsFont(ImageFont.load_default(size=size))
     return ImageFont.load_default()
 
 
@@ -206,7 +269,7 @@ class SchematicRenderer:
         self._gap = max(3, self._dot_r)  # between a box's label and its first object dot
         self._scene: _Scene | None = None
         self._scenes: OrderedDict[SceneLayout, _Scene] = OrderedDict()
-        self._encoded: OrderedDict[tuple[SceneLayout, str], bytes] = OrderedDict()
+        self._encoded: LRUCache[tuple[SceneLayout, str], bytes] = LRUCache(PICTURE_CACHE)
         self.background_builds = 0  # how many times the static background was drawn (tests and the bench read it)
 
     # ---------------------------------------------------------------------------------------------------------------
@@ -220,25 +283,21 @@ class SchematicRenderer:
     def render(self, layout: SceneLayout, state: WorldState) -> bytes:
         """The PNG of ``state`` in ``layout``. The drawing is a function of the two (and of this renderer's
         options), so the same pair gets the bytes already encoded for it (the last :data:`PICTURE_CACHE`)."""
-        key = None
-        if self.cache_background:  # both caches off only to measure what they save
-            try:
-                key = (layout, json.dumps(state.to_json(), sort_keys=True))
-                hash(key)
-            except TypeError:  # a layout built with lists instead of tuples: drawn, not kept
-                key = None
-        if key is not None and key in self._encoded:
-            self._encoded.move_to_end(key)
-            return self._encoded[key]
+        key = state_key(layout, state) if self.cache_background else None  # off only to measure what it saves
+        png = self._encoded.get(key) if key is not None else None
+        if png is not None:
+            return png
         image = self.picture(layout, state)
         out = io.BytesIO()
         image.save(out, format="PNG", compress_level=self.compress_level)
         png = out.getvalue()
         if key is not None:
             self._encoded[key] = png
-            while len(self._encoded) > PICTURE_CACHE:
-                self._encoded.popitem(last=False)
         return png
+
+    def forget_pictures(self) -> None:
+        """Drop the encoded pictures kept (the next :meth:`render` of any state draws it): for measuring a drawing."""
+        self._encoded.clear()
 
     def picture(self, layout: SceneLayout, state: WorldState) -> Image.Image:
         """The drawing :meth:`render` encodes, as a Pillow image (RGB): for a caller that re-encodes it anyway (the
@@ -253,7 +312,7 @@ class SchematicRenderer:
     def close(self) -> None:
         self._scene = None
         self._scenes.clear()
-        self._encoded.clear()
+        self.forget_pictures()
 
     def _scene_for(self, layout: SceneLayout) -> _Scene:
         try:
