@@ -366,11 +366,11 @@ class GameEngine:
             return build(downward_lib, pddl_problem, logic)
         problem = self._current[2]
         translation = self._translation(problem, problem.adl_goal())  # the one its pddl2sas gets (_pddl2sas)
+        state = textworld_fast.state_without_read(build, downward_lib, pddl_problem, logic)
         if translation.initial is None:  # the first state of this translation reads the initial state back
-            state = build(downward_lib, pddl_problem, logic)
             translation.initial = textworld_fast.initial_facts(state)
-            return state
-        return textworld_fast.state_with_facts(build, translation.initial, downward_lib, pddl_problem, logic)
+        state.add_facts(translation.initial)  # as the constructor adds them: after its ``init`` facts
+        return state
 
     def _pddl2sas(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
         """What TextWorld gets for ``fast_downward.pddl2sas`` while a game runs. The plain task also serves the

@@ -36,7 +36,7 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    action whose template reads only the action's entities and facts no action changes (``go to`` lists the
    receptacles at a location) is derived the first time a game of the scene asks for it, not at every step of
    every game.
-7. **One read of the initial state per scene instance** (:func:`initial_facts`, :func:`state_with_facts`): a new
+7. **One read of the initial state per scene instance** (:func:`initial_facts`, :func:`state_without_read`): a new
    ``PddlState`` loads its game's SAS task into Fast Downward's library, then reads every atom of the initial state
    back and parses each into a fact (~10 ms of its ~20 ms for a 30-receptacle scene). The SAS texts of a scene
    translation's games differ only in their goal section, so that initial state is the same for all of them: the
@@ -161,7 +161,7 @@ def initial_facts(state) -> tuple:
 
 
 class _InitialStateKnown:
-    """Fast Downward's library as a ``PddlState`` constructor sees it in :func:`state_with_facts`: every call goes
+    """Fast Downward's library as a ``PddlState`` constructor sees it in :func:`state_without_read`: every call goes
     to the library, except reading the initial state back, which gives no atoms."""
 
     def __init__(self, lib) -> None:
@@ -179,14 +179,13 @@ class _InitialStateKnown:
         return None
 
 
-def state_with_facts(build: Callable, facts: tuple, downward_lib, pddl_problem: str, logic):
-    """``build(downward_lib, pddl_problem, logic)`` (TextWorld's ``PddlState``) for a problem whose initial state
-    has the facts ``facts`` (:func:`initial_facts` of a state of the same SAS task but for its goal): the
-    constructor runs as shipped -- the task loaded into the library, its types, names and ``init`` facts -- but
-    for reading the state back, and the facts are added as it would add them, after its ``init`` facts."""
+def state_without_read(build: Callable, downward_lib, pddl_problem: str, logic):
+    """``build(downward_lib, pddl_problem, logic)`` (TextWorld's ``PddlState``) without its initial state's facts:
+    the constructor runs as shipped -- the task loaded into the library, its types, names and ``init`` facts -- but
+    for reading the state back. The caller adds the facts (:func:`initial_facts`, read once per SAS task but for
+    its goal) with ``add_facts``, as the constructor would have, after its ``init`` facts."""
     state = build(_InitialStateKnown(downward_lib), pddl_problem, logic)
     state.downward_lib = downward_lib
-    state.add_facts(facts)
     return state
 
 
