@@ -33,7 +33,9 @@ What a row measures:
   (workers idle while the last batch runs). Goal: <= 1.25.
 * ``ideal ovh``: the overhead of a perfect pool on these batches (their recorded costs, assigned in submission
   order to whichever of the ``workers`` frees first): the share of overhead that batch granularity alone explains.
-* ``in-task s``: the batches' task-run time (Prefect's start to end, in the worker) minus the episode costs inside
+  The flow hands a worker a run of a few consecutive batches per task (``tasks.muep.demos.scene_runs``), so on a
+  small sample its granularity, and its overhead, can be above this.
+* ``in-task s``: the task runs' time (Prefect's start to end, in the worker) minus the episode costs inside
   them: the per-batch work outside the timed parts (announcing the scene goals, writing the index part) and
   Prefect's own bookkeeping of the task run. The rest of ``steady ovh`` is between task runs (dispatch, transfer).
 * ``batch``: ``muep.demos.batch_size`` (``--batch-size``).

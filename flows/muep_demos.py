@@ -23,6 +23,7 @@ from tasks.muep.demos import (
     make_batches,
     prepare_output,
     run_batch,
+    scene_runs,
     select_episodes,
     split_leakage,
     summarise,
@@ -38,11 +39,21 @@ DEMOS = layout.DEMOS
 log = logging.getLogger("embp")
 
 
-@task(name="rollout-batch", cache_policy=NO_CACHE)
-def rollout_batch(batch: Batch, settings: DemoSettings) -> dict:
-    records, costs = run_batch(batch, settings)
-    return {"batch": batch.batch_id, "episodes": len(records), "ok": sum(r.status == "ok" for r in records),
-            "costs": costs}
+@task(name="rollout-batches", cache_policy=NO_CACHE)
+def rollout_batches(batches: list[Batch], settings: DemoSettings) -> dict:
+    """A run of consecutive batches (:func:`~tasks.muep.demos.scene_runs`) on one worker, each committed on its own;
+    one batch's failure is reported and the run goes on with the next."""
+    done: dict[str, dict] = {}
+    failures: list[str] = []
+    for batch in batches:
+        try:
+            records, costs = run_batch(batch, settings)
+        except Exception as exc:  # noqa: BLE001 - reported with the others by the flow
+            failures.append(f"{batch.batch_id}: {type(exc).__name__}: {exc}")
+            continue
+        done[batch.batch_id] = {"episodes": len(records), "ok": sum(r.status == "ok" for r in records),
+                                "costs": costs}
+    return {"done": done, "failures": failures}
 
 
 @flow(name=f"{STAGE}-rollouts")
@@ -71,11 +82,14 @@ def _rollouts(params_file: str | None = None) -> dict:
         pending = [b for b in batches if b.batch_id not in finished]
         log.info("[%s] %d episodes in %d batches; %d already done, %d to run on %s x%d", STAGE, len(selected),
                  len(batches), len(batches) - len(pending), len(pending), demos.task_runner, demos.workers)
-        by_id = {b.batch_id: b for b in pending}
-        results, failures = fan_out(rollout_batch, {i: (b, settings) for i, b in by_id.items()}, STAGE, "episodes",
-                              weight=lambda i: len(by_id[i].tasks))
+        runs = {f"{run[0].batch_id}..{run[-1].batch_id}": run for run in scene_runs(pending, demos.workers)}
+        ran, failures = fan_out(rollout_batches, {key: (run, settings) for key, run in runs.items()}, STAGE,
+                                "episodes", weight=lambda key: sum(len(b.tasks) for b in runs[key]))
+        results = {b: r for out in ran.values() for b, r in out["done"].items()}
+        failures = [f for out in ran.values() for f in out["failures"]] + failures
         if failures:
-            raise PipelineError(f"{len(failures)} of {len(pending)} batches failed ({'; '.join(failures[:3])}).",
+            failed = len(pending) - len(results)
+            raise PipelineError(f"{failed} of {len(pending)} batches failed ({'; '.join(failures[:3])}).",
                                 hint="Finished batches are kept; rerun the stage to retry only the failed ones.")
         index = collect_index(DEMOS)
         write_parquet(DEMOS / "episodes.parquet", index)

@@ -359,3 +359,28 @@ def test_rollouts_on_a_dask_cluster(metadata_dir, tmp_path):
     assert "on dask x1" in done.stderr
     index = pd.read_parquet(root / "data/muep/demos/episodes.parquet")
     assert len(index) == 2 and set(index.status) == {"ok"}
+
+
+def test_a_run_of_batches_reports_a_failed_batch_and_plays_the_next(monkeypatch):
+    """One worker task plays a run of batches (``demos.scene_runs``); a batch that fails is reported by id, and
+    the batches after it in the run are still played."""
+    from types import SimpleNamespace
+
+    import flows.muep_demos as stage
+    from tasks.muep.demos import Batch
+
+    played = []
+
+    def run_batch(batch, settings):
+        played.append(batch.batch_id)
+        if batch.batch_id == "train-00001":
+            raise RuntimeError("the planner died")
+        return [SimpleNamespace(status="ok")] * len(batch.tasks), {t["task_id"]: {"plan_s": 0.1} for t in batch.tasks}
+
+    monkeypatch.setattr(stage, "run_batch", run_batch)
+    batches = [Batch(f"train-{i:05d}", "train", [{"scene": "S", "task_id": f"t{i}"}]) for i in range(3)]
+    out = stage.rollout_batches.fn(batches, None)
+    assert played == ["train-00000", "train-00001", "train-00002"]
+    assert sorted(out["done"]) == ["train-00000", "train-00002"]
+    assert out["done"]["train-00002"] == {"episodes": 1, "ok": 1, "costs": {"t2": {"plan_s": 0.1}}}
+    assert out["failures"] == ["train-00001: RuntimeError: the planner died"]

@@ -296,6 +296,62 @@ def test_later_games_of_a_scene_take_its_initial_facts_and_build_textworld_s_sta
     assert len(reads) == before and _snapshot(game.env) == trace[0]
 
 
+def test_a_step_lists_its_state_s_facts_once_and_plays_as_the_fresh_game(metadata_dir, planner, tasks_by_type, engine,
+                                                                          monkeypatch):
+    """Mechanism 8: while TextWorld gathers a step's infos (one derivation context per applicable action, each with
+    the state's facts), the facts are walked once; the game still plays as a freshly built one."""
+    import textworld.logic
+
+    walks = []
+    plain = textworld.logic.State.facts
+
+    def counted(state):
+        walks.append(state)
+        return plain.fget(state)
+
+    monkeypatch.setattr(textworld.logic.State, "facts", property(counted))
+    task = tasks_by_type["pick_clean_then_place_in_recep"]
+    problem, commands = _problem(metadata_dir, task), _commands(metadata_dir, planner, task)
+    game = engine.load(problem, task["instruction"])
+    game.reset()
+    trace = [_snapshot(game.env)]
+    for i, command in enumerate(commands, 1):
+        before = len(walks)
+        step = game.step(command, i)
+        assert len(walks) - before <= 2  # the feedback's context, and the one list for all the actions
+        assert len(game.env.state["_valid_actions"]) > 10
+        trace.append(_snapshot(game.env) | {"valid": step.valid})
+    assert textworld.logic.State.facts.fget is counted  # put back
+    assert trace == fresh_trace(problem, task["instruction"], commands) and trace[-1]["won"]
+
+
+def test_pinned_facts_are_the_state_s_and_a_change_drops_them():
+    import textworld.logic
+    from textworld.logic import Proposition, Variable
+
+    pinned = textworld_fast._PinnedFacts(textworld.logic.State.facts)
+    a, b, c = (Proposition("at", [Variable(n, "o"), Variable("room", "r")]) for n in ("a", "b", "c"))
+    logic = textworld.logic.GameLogic()
+    state = textworld.logic.State(logic, [a, b])
+    other = textworld.logic.State(logic, [c])
+    env = type("Env", (), {})()
+    env._pddl_state = state
+    add = pinned.changing(textworld.logic.State.add_fact)
+    seen = {}
+
+    def gather(e):
+        seen["first"] = list(pinned.facts(state))
+        assert pinned.pinned[id(state)][1] == seen["first"]  # one list, handed out as it is
+        seen["other"] = list(pinned.facts(other))  # another state is walked as usual
+        add(state, c)  # a change (nothing in TextWorld makes one here) drops the list
+        seen["after"] = list(pinned.facts(state))
+        return "done"
+
+    assert pinned.gathering(gather)(env) == "done" and not pinned.pinned
+    assert seen["first"] == list(textworld.logic.State.facts.fget(textworld.logic.State(logic, [a, b])))
+    assert seen["other"] == [c] and set(seen["after"]) == {a, b, c}
+
+
 def test_fixed_texts_are_derived_once_per_scene_and_are_the_fresh_game_s(metadata_dir, planner, tasks_by_type, engine):
     """Command texts that read only facts no action changes are derived once for the games of a scene instance:
     the second game of a scene finds its commands derived, and plays exactly as a freshly built game. (The module's
@@ -392,9 +448,13 @@ def test_patches_are_undone_after_each_call(metadata_dir, tasks_by_type, engine)
     from textworld.envs.pddl import logic as pddl_logic
     from textworld.envs.pddl import textgen
 
+    from textworld.envs.pddl.pddl import PddlEnv
+
     def current():
         return (fast_downward.pddl2sas, textworld.logic._parse_and_convert, textgen._parse_and_convert,
-                textgen.copy_context, pddl_logic._parse_and_convert)
+                textgen.copy_context, pddl_logic._parse_and_convert, pddl_logic.PddlState,
+                textgen.ContextSensitiveGrammar.derive, PddlEnv._gather_infos, textworld.logic.State.facts,
+                textworld.logic.State.add_fact, textworld.logic.State.remove_fact)
 
     before = current()
     task = tasks_by_type["look_at_obj_in_light"]
@@ -441,6 +501,30 @@ def test_batches_group_a_scene_instance_and_keep_every_episode_once():
     assert first_scenes == sorted(first_scenes)  # submitted scene instance by scene instance
     assert [(b.batch_id, [t["task_id"] for t in b.tasks]) for b in make_batches(selected, 4)] == \
         [(b.batch_id, [t["task_id"] for t in b.tasks]) for b in batches]  # deterministic
+
+
+def _batches(scenes_per_batch: list[list[str]]) -> list[Batch]:
+    return [Batch(f"train-{i:05d}", "train", [{"scene": s, "task_id": f"{i}-{k}"} for k, s in enumerate(scenes)])
+            for i, scenes in enumerate(scenes_per_batch)]
+
+
+def test_runs_keep_the_batches_of_a_scene_instance_on_one_worker():
+    """A run holds consecutive batches; it is cut where they share no scene instance, and a longer chain into
+    near-equal runs of at most ``most`` batches (fewer when there would not be four runs per worker)."""
+    from tasks.muep.demos import scene_runs
+
+    layout = [["A"], ["A", "B"], ["B"], ["C"], ["C"], ["D"]] + [["E"]] * 10 + [["F", "G"]]
+    batches = _batches(layout)
+    runs = scene_runs(batches, workers=1, most=4)
+    assert [b for run in runs for b in run] == batches  # every batch once, in order
+    assert [[b.batch_id[-2:] for b in run] for run in runs] == [
+        ["00", "01", "02"], ["03", "04"], ["05"], ["06", "07", "08", "09"], ["10", "11", "12"], ["13", "14", "15"],
+        ["16"]]
+    for run in runs:  # a run never splits where no scene is shared, and never mixes unrelated batches
+        for before, batch in zip(run, run[1:], strict=False):
+            assert {t["scene"] for t in before.tasks} & {t["scene"] for t in batch.tasks}
+    assert max(len(r) for r in scene_runs(batches, workers=2, most=8)) == 2  # 17 batches: 4 runs a worker
+    assert scene_runs([], workers=2) == []
 
 
 def test_fingerprint_names_the_batching(metadata_dir, tmp_path, monkeypatch):

@@ -3,7 +3,7 @@
 Replaying an expert plan in TextWorld's PDDL environment costs, per game, two Fast Downward translations of the
 ADL problem (~0.35 s each for a 30-receptacle scene: ``PddlEnv.load`` and ``reset`` both build a ``PddlState``),
 and, per step, TatSu re-parsing the same grammar strings for every admissible command plus a ``deepcopy`` of the
-derivation context for every grammar symbol (~55 ms a step). Measured in ``bench/muep_demos.py``. Three mechanisms,
+derivation context for every grammar symbol (~55 ms a step). Measured in ``bench/muep_demos.py``. The mechanisms below,
 used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games runs (:func:`patched`):
 
 1. **One translation per scene instance** (:func:`translate_scene`). The ADL problems of the tasks of one scene
@@ -43,6 +43,13 @@ used by :class:`tasks.muep.textworld_env.GameEngine` only while one of its games
    facts are read once per translation, and a later game's state is built by TextWorld's own ``PddlState``
    constructor with the library answering "no atoms" to that one read, then given the kept facts by the same
    ``add_facts`` call, in the same order, that the constructor would have made.
+
+8. **One list of the facts per step** (:class:`_PinnedFacts`): after every reset and step, TextWorld's
+   ``_gather_infos`` builds a derivation context for each applicable action, each with ``list(state.facts)``, a walk
+   over every fact of the state (~50-100 actions a step, hundreds of facts). Nothing changes the state while it
+   does, so the facts are listed once when it starts and every ``state.facts`` of that state until it returns
+   iterates over that list: the same facts in the same order. A fact added or removed in between (nothing in
+   TextWorld does) drops the list.
 
 These replace module attributes of TextWorld and Fast Downward (monkeypatching), so they are used only with the
 versions they were written and tested against (:data:`PINNED`); with any other version :func:`unsupported` says
@@ -313,13 +320,25 @@ class FixedTexts:
         self.fixed: dict[str, bool] = {}
         self.texts: dict[tuple, str] = {} if texts is None else texts
         self.hits = 0
+        # what _entity reads of each of the game's entities, by object: the engine names a game's entities right
+        # after its load, before any text is derived, and nothing changes them during the game
+        self._entities: dict[int, tuple[object, tuple]] = {}
+
+    def _entity_of(self, info) -> tuple:
+        found = self._entities.get(id(info))
+        if found is None or found[0] is not info:
+            found = self._entities[id(info)] = (info, _entity(info))
+        return found[1]
 
     def derive(self, original: Callable, grammar, start: str, context: dict | None = None, **kwargs) -> str:
         context = {} if context is None else context
         if grammar is not self.grammar or kwargs or not self._is_fixed(start):
             return original(grammar, start, context, **kwargs)
-        key = (start, tuple(sorted((name, _entity(info)) for name, info in context.get("variables", {}).items())),
-               tuple(sorted((str(ph), str(var)) for ph, var in context.get("mapping", {}).items())))
+        # the key holds everything the text is a function of: the entities' fields, and each placeholder's and
+        # variable's name and type (what their str() shows, and no less)
+        key = (start, tuple(sorted((name, self._entity_of(info))
+                                   for name, info in context.get("variables", {}).items())),
+               tuple(sorted((ph.name, ph.type, var.name, var.type) for ph, var in context.get("mapping", {}).items())))
         text = self.texts.get(key)
         if text is None:
             text = self.texts[key] = original(grammar, start, context)
@@ -379,6 +398,44 @@ class FixedTexts:
                    for rule in rules)
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# 8. One list of a state's facts while TextWorld gathers a step's infos
+
+
+class _PinnedFacts:
+    """While ``PddlEnv._gather_infos`` runs, its state's ``facts`` iterate over one list made when it started."""
+
+    def __init__(self, facts_property: property) -> None:
+        self.plain = facts_property.fget
+        self.pinned: dict[int, tuple[object, list]] = {}  # id(state) -> (state, its facts)
+
+    def facts(self, state) -> Iterator:
+        found = self.pinned.get(id(state))
+        if found is not None and found[0] is state:
+            return iter(found[1])
+        return self.plain(state)
+
+    def unpin(self, state) -> None:
+        self.pinned.pop(id(state), None)
+
+    def gathering(self, plain_gather: Callable) -> Callable:
+        def gather(env):
+            state = env._pddl_state  # noqa: SLF001
+            self.pinned[id(state)] = (state, list(self.plain(state)))
+            try:
+                return plain_gather(env)
+            finally:
+                self.unpin(state)
+        return gather
+
+    def changing(self, plain_change: Callable) -> Callable:
+        def change(state, prop):
+            if self.pinned:
+                self.unpin(state)
+            return plain_change(state, prop)
+        return change
+
+
 @contextmanager
 def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None = None,
             state: Callable | None = None, texts: Callable[[], FixedTexts | None] | None = None) -> Iterator[None]:
@@ -386,7 +443,8 @@ def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None
     parses are memoised, its derivation contexts light, ``grammar`` = (document, template, sentence) is parsed
     from its template, ``state(PddlState, *args)`` (if given) makes TextWorld's ``PddlState(*args)`` (the engine
     hands a game's first ``reset`` the untouched state its ``load`` built: mechanism 5), and ``texts()`` (if given)
-    is the current game's :class:`FixedTexts` (mechanism 6), or None. Everything is put back on exit."""
+    is the current game's :class:`FixedTexts` (mechanism 6), or None; a step's facts are listed once (mechanism 8).
+    Everything is put back on exit."""
     reason = unsupported()
     if reason:
         raise RuntimeError(f"the TextWorld speed-ups cannot be used: {reason}")
@@ -406,6 +464,13 @@ def patched(pddl2sas: Callable, grammar: tuple[str, GrammarTemplate, str] | None
     swaps = [(fast_downward, "pddl2sas", pddl2sas), (logic, "_parse_and_convert", logic_memo),
              (textgen, "_parse_and_convert", textgen_memo), (textgen, "copy_context", _light_copy_context),
              (pddl_logic, "_parse_and_convert", document_parse)]
+    from textworld.envs.pddl.pddl import PddlEnv
+
+    pinned = _PinnedFacts(logic.State.facts)
+    swaps += [(PddlEnv, "_gather_infos", pinned.gathering(PddlEnv._gather_infos)),  # noqa: SLF001
+              (logic.State, "facts", property(pinned.facts, doc=logic.State.facts.__doc__)),
+              (logic.State, "add_fact", pinned.changing(logic.State.add_fact)),
+              (logic.State, "remove_fact", pinned.changing(logic.State.remove_fact))]
     if state is not None:
         build = pddl_logic.PddlState
         swaps.append((pddl_logic, "PddlState", lambda *args: state(build, *args)))
