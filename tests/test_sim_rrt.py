@@ -83,3 +83,38 @@ def test_the_tree_s_nearest_node_is_the_one_the_whole_list_gives():
         assert tree.nearest(target) == expected
         assert tree.add(q, expected) == len(tree.nodes) - 1
     assert np.array_equal(tree._rows[: len(tree.nodes)], np.array(tree.nodes))
+
+
+# ---------------------------------------------------------------------------------------------- start in collision
+
+from robot.backends.sim_rrt import JIGGLE_ATTEMPTS, JIGGLE_FRACTION, jiggle  # noqa: E402 - the section's subject
+
+
+def test_jiggle_finds_a_valid_configuration_within_the_fraction_of_each_joint_s_range():
+    """MoveIt's FixStartStateCollision: each joint sampled within 0.02 of its range around the start, inside the
+    limits; the first valid configuration is taken."""
+    start = np.array([0.03, 0.5])                 # inside the wall (|x| <= 0.05), 2 cm from its side
+    assert not _free_point(start)
+    q = jiggle(start, _free_point, LOWER, UPPER, np.random.default_rng(0))
+    assert q is not None and _free_point(q)
+    assert np.all(np.abs(q - start) <= (UPPER - LOWER) * JIGGLE_FRACTION + 1e-12)
+    assert np.array_equal(q, jiggle(start, _free_point, LOWER, UPPER, np.random.default_rng(0)))  # seeded
+
+
+def test_jiggle_keeps_to_the_joint_limits():
+    start = np.array([1.0, -1.0])                 # at a corner of the limits, inside a box that covers it
+    corner = lambda q: not (q[0] > 0.99 and q[1] < -0.99)  # noqa: E731 - free only off the very corner
+    for seed in range(20):
+        q = jiggle(start, corner, LOWER, UPPER, np.random.default_rng(seed))
+        assert q is not None and np.all(q >= LOWER) and np.all(q <= UPPER)
+
+
+def test_jiggle_gives_up_after_its_attempts_when_nothing_nearby_is_valid():
+    calls = []
+
+    def never(q):
+        calls.append(q.copy())
+        return False
+
+    assert jiggle(np.array([0.0, 0.5]), never, LOWER, UPPER, np.random.default_rng(0)) is None
+    assert len(calls) == JIGGLE_ATTEMPTS * 2      # one check after each joint's sample, as the adapter does

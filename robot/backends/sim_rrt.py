@@ -68,6 +68,32 @@ def rrt_connect(start: Config, goal: Config, segment_free: Callable[[Config, Con
     return None
 
 
+#: MoveIt's ``FixStartStateCollision`` defaults (moveit_ros/planning/planning_request_adapter_plugins): each joint
+#: is sampled within this fraction of its range around the start, for at most this many rounds over the joints.
+JIGGLE_FRACTION = 0.02
+JIGGLE_ATTEMPTS = 100
+
+
+def jiggle(start: Config, valid: Callable[[Config], bool], lower: np.ndarray, upper: np.ndarray,
+           rng: np.random.Generator, fraction: float = JIGGLE_FRACTION,
+           attempts: int = JIGGLE_ATTEMPTS) -> Config | None:
+    """A valid configuration near an invalid ``start``, or None: what MoveIt's ``FixStartStateCollision`` adapter
+    does before OMPL plans. Round after round, joint after joint, one joint is moved to a uniform sample within
+    ``fraction`` of its range around its start value (inside its limits), keeping the other joints' last samples,
+    and the configuration is checked after each move; the first valid one is returned."""
+    start = np.asarray(start, dtype=float)
+    lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
+    reach = (upper - lower) * fraction
+    low, high = np.maximum(lower, start - reach), np.minimum(upper, start + reach)
+    q = start.copy()
+    for _ in range(attempts):
+        for joint in range(len(q)):
+            q[joint] = rng.uniform(low[joint], high[joint])
+            if valid(q):
+                return q.copy()
+    return None
+
+
 def _extend(tree: _Tree, target: Config, segment_free, step: float) -> int | None:
     near = tree.nearest(target)
     q_near = tree.nodes[near]
