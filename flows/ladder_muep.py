@@ -57,6 +57,13 @@ def ladder_muep(params_file: str | None = None) -> dict:
         table, index, version, episodes_sha = alf.table, alf.index, alf.version, alf.episodes_sha
         slog.read(table, f"{len(index)} games")
         specs, games = choose_games(index, lm.splits, lm.games_per_split)
+        if not ladder.models:
+            log.info("[%s] ladder.models is empty: the ladder is off (the ladder profile runs it)", STAGE)
+            shutil.rmtree(TRAJECTORIES, ignore_errors=True)
+            TRAJECTORIES.mkdir(parents=True, exist_ok=True)
+            CACHE.mkdir(parents=True, exist_ok=True)                       # kept: the models' answers
+            slog.write(REPORT, ladder_report({}, ladder, games, specs, version))
+            return {}
         for name in ladder.models:            # every model's file before the first answer: a missing one fails now
             files.gguf_path(files.get(name), "ladder.models")
         data = file_digest([table, *sorted(layout.ALFWORLD_METADATA.glob("*.parquet"))])

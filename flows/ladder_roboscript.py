@@ -28,6 +28,8 @@ from tasks.roboscript.eval import evaluation
 from tasks.roboscript.eval.leaderboard import EXPERIMENT as EVAL_EXPERIMENT
 
 STAGE = "ladder-roboscript"
+LADDER_OFF = ("# Table II, the model ladder\n\nOff: `ladder.models` is empty (the paper profile; the ladder profile "
+              "runs every model: docs/ladder.md).\n")
 log = logging.getLogger("embp")
 LADDER_ROWS = ("Our rows are the model ladder (`dvc repro ladder-roboscript`, docs/ladder.md): each local GGUF model, "
                "served by llama.cpp and asked through the `openai` backend with the project's prompts (greedy), wrote "
@@ -44,6 +46,14 @@ def ladder_roboscript(params_file: str | None = None) -> dict:
     with StageLog(STAGE) as slog:
         benchmark = load_benchmark(load_catalog(), params.roboscript.worlds)
         tasks = evaluation.select_tasks(benchmark, ladder.roboscript.tasks)
+        if not ladder.models:
+            log.info("[%s] ladder.models is empty: the ladder is off (the ladder profile runs it)", STAGE)
+            for folder in (layout.LADDER_CACHE, layout.GOAL_RESULTS / STAGE):   # kept: answers and finished goals
+                folder.mkdir(parents=True, exist_ok=True)
+            slog.write(layout.LADDER_REPORTS / "roboscript.json", ladder_report({}, params))
+            slog.write(layout.LADDER_REPORTS / "roboscript_details.json", {})
+            slog.write(layout.LADDER_REPORTS / "table2.md", LADDER_OFF)
+            return {}
         for name in ladder.models:            # every model's file before the first answer: a missing one fails now
             files.gguf_path(files.get(name), "ladder.models")
         codes, speed = {}, {}

@@ -606,7 +606,8 @@ class LadderParams(Strict):
     One prompt for every model, greedy decoding: nothing is tuned per model."""
 
     models: list[str] = ["smollm2-135m-instruct"]
-    """Catalogue names (``embp models list``), in ladder order."""
+    """Catalogue names (``embp models list``), in ladder order; ``[]`` turns the ladder's two stages off (the paper
+    profile: the ladder is its own profile)."""
     max_tokens: Annotated[int, Field(ge=16, le=8192)] = 1024
     """Tokens per answer, the same for every model."""
     temperature: Annotated[float, Field(ge=0.0, le=2.0)] = 0.0
@@ -622,7 +623,7 @@ class LadderParams(Strict):
     def _known_models(cls, value: list[str]) -> list[str]:
         from core.plugins import LOCAL_MODELS
 
-        return _names_in(value, "model", LOCAL_MODELS)
+        return _names_in(value, "model", LOCAL_MODELS) if value else value
 
 
 class Params(Strict):

@@ -68,6 +68,11 @@ def test_the_ladder_profile_asks_for_all_four_models_every_task_and_ten_repeats(
     assert set(overrides["ladder.models"]) == set(LOCAL_MODELS.names())        # every catalogued model
 
 
+def test_the_paper_profile_serves_no_model():
+    """Issue #32: the model ladder is its own profile, not part of the paper profile's run."""
+    assert profile_overrides("paper")["ladder.models"] == []
+
+
 def test_an_answer_cached_under_one_batch_size_is_never_served_under_another(tmp_path):
     from tasks.ladder import answer_cache
     from tasks.params import ServeParams

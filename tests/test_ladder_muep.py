@@ -227,3 +227,36 @@ def test_the_stage_plays_smollm2_through_llama_cpp_logs_runs_and_a_rerun_asks_no
     _flow("muep_leaderboard", root, env)
     md = (root / "reports/leaderboard.md").read_text()
     assert "| llama.cpp:smollm2-135m-instruct |" in md and "## Main results: ALFWorld's test games" in md
+
+
+@pytest.mark.prefect
+def test_with_no_models_both_ladder_stages_are_off_start_no_server_and_write_their_outputs(tmp_path):
+    """The paper profile runs no model (issue #32: the ladder is its own profile): ``ladder.models: []`` turns the
+    two ladder stages off. They start no llama.cpp server, say so in their reports and write every DVC output."""
+    from test_eval_support import add_alfworld_games, build_dataset
+
+    root = tmp_path / "root"
+    add_alfworld_games(root, build_dataset())
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["tracking"]["uri"] = None
+    params["ladder"]["models"] = []
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    stale = root / "data/muep/ladder/old-model"
+    stale.mkdir(parents=True)                                         # an earlier run's model: not kept
+    env = os.environ | {"EMBP_ROOT": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+
+    for module in ("ladder_muep", "ladder_roboscript"):
+        out = _flow(module, root, env)
+        assert "the ladder is off" in out.stdout + out.stderr
+    muep = json.loads((root / "reports/ladder/muep.json").read_text())
+    assert muep["models"] == {} and muep["games"]["splits"]
+    assert (root / "data/muep/ladder").is_dir() and not stale.exists()
+    robo = json.loads((root / "reports/ladder/roboscript.json").read_text())
+    assert robo["models"] == {} and robo["settings"]["models"] == []
+    assert json.loads((root / "reports/ladder/roboscript_details.json").read_text()) == {}
+    assert "Off" in (root / "reports/ladder/table2.md").read_text()
+    for folder in ("data/cache/llm-ladder-muep", "data/cache/llm-ladder-roboscript",
+                   "data/cache/roboscript-goals/ladder-roboscript"):
+        assert (root / folder).is_dir(), folder
+    assert not list((root / "reports/timings").glob("*.server.log"))  # no server was started
