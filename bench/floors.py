@@ -677,6 +677,7 @@ def robot_primitives(sf: StageFloor, pairs: list[tuple[object, dict]], ep, repea
     import numpy as np
 
     from robot.backends.sim import SimBackend
+    from robot.backends.sim_ik import forget_attempts
     from robot.contract.params import NoiseParams, PipelineParams
     from robot.perception import create_perception, fusion
 
@@ -695,8 +696,10 @@ def robot_primitives(sf: StageFloor, pairs: list[tuple[object, dict]], ep, repea
             sf.prim("reset").add(timed(lambda: sim.reset(0, ep.pose_jitter_m), repeat))
             pose = _pose_above(sim, trial.asset)
             if plan_motion(sim, pose) is not None:
-                sf.prim("motion plan").add(timed(lambda: plan_motion(sim, pose), repeat))
-                sf.prim("IK solve").add(timed(lambda: sim.planner.ik(pose, sim.q(), ignore=frozenset()), repeat))
+                # the solver keeps its seed attempts (sim_ik): forgotten before each call, so a solve is timed
+                sf.prim("motion plan").add(timed(lambda: plan_motion(sim, pose), repeat, setup=forget_attempts))
+                sf.prim("IK solve").add(timed(lambda: sim.planner.ik(pose, sim.q(), ignore=frozenset()), repeat,
+                                              setup=forget_attempts))
                 sim.reset(0, ep.pose_jitter_m)
                 path = plan_motion(sim, pose)
                 sim_s = len(path) * sim.substeps * sim.time_step   # nothing held: ``substeps`` steps a tick
