@@ -29,7 +29,7 @@ MAX_STEP = 0.25
 KINEMATICS_KEPT = 50_000
 """How many seed attempts (:meth:`IKSolver._attempt`) a process keeps: the joints found and the joints visited
 (a failing DLS attempt visits 60 configurations, 3.4 kB; most attempts succeed in a few)."""
-_ATTEMPTS: LRUCache[tuple, np.ndarray | None] = LRUCache(KINEMATICS_KEPT)
+_ATTEMPTS: LRUCache[tuple, tuple[np.ndarray | None, np.ndarray]] = LRUCache(KINEMATICS_KEPT)  # (found, visited)
 _ATTEMPTS_LOCK = threading.Lock()
 
 
